@@ -1,0 +1,86 @@
+"""Build the images: with a registry (the default) or fully offline from Debian packages.
+
+Offline, the base root filesystem comes from ``debootstrap`` (Debian's package mirror is the
+only network it needs) and is loaded with ``docker import``; the Dockerfiles then build on it
+with ``--network host`` and install Python packages only from wheels already on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+OFFLINE_BASE = "boxed-base:bookworm"
+DEBIAN_MIRROR = os.environ.get("BOXED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+BASE_PACKAGES = ["python3", "python3-sympy", "python3-numpy", "python3-pip", "ca-certificates"]
+# Trimmed from the root filesystem: caches and documentation nobody in a sandbox reads.
+_PRUNE = ["var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info"]
+
+
+def _run(cmd: list[str], **kwargs: object) -> None:
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, **kwargs)  # noqa: S603 - fixed argument lists
+
+
+def image_exists(tag: str) -> bool:
+    result = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
+    return result.returncode == 0
+
+
+def build_offline_base(
+    tag: str = OFFLINE_BASE, suite: str = "bookworm", mirror: str = DEBIAN_MIRROR
+) -> str:
+    """debootstrap a minimal Debian with Python, sympy and numpy, and ``docker import`` it."""
+    if shutil.which("debootstrap") is None:
+        raise RuntimeError("debootstrap is not installed (apt-get install -y debootstrap)")
+    with tempfile.TemporaryDirectory(prefix="boxed-rootfs-") as tmp:
+        root = Path(tmp) / "rootfs"
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(BASE_PACKAGES)}",
+                suite,
+                str(root),
+                mirror,
+            ]
+        )
+        for sub in _PRUNE:
+            shutil.rmtree(root / sub, ignore_errors=True)
+        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+        _run(
+            ["docker", "import", "--change", 'CMD ["python3"]', "-", tag],
+            stdin=tar.stdout,
+        )
+        if tar.wait() != 0:
+            raise RuntimeError("tar of the root filesystem failed")
+    return tag
+
+
+def build(
+    name: str, tag: str, *, base: str | None = None, build_args: dict[str, str] | None = None
+) -> str:
+    """``docker build`` one of the images under ``docker/`` (``sandbox`` or ``server``)."""
+    context = DOCKER_DIR.parent if name == "server" else DOCKER_DIR / name
+    cmd = ["docker", "build", "--network", "host", "-t", tag]
+    cmd += ["-f", str(DOCKER_DIR / name / "Dockerfile")]
+    args = dict(build_args or {})
+    if base:
+        args["BASE"] = base
+    for key, value in args.items():
+        cmd += ["--build-arg", f"{key}={value}"]
+    _run([*cmd, str(context)])
+    return tag
+
+
+def build_sandbox_image(tag: str, *, offline: bool = False, base: str | None = None) -> str:
+    """Build the sandbox image; offline, make the Debian base first when it is missing."""
+    if offline and base is None:
+        base = OFFLINE_BASE
+        if not image_exists(base):
+            build_offline_base(base)
+    return build("sandbox", tag, base=base)

@@ -1,0 +1,62 @@
+"""Request and response schemas of the HTTP API (pydantic only, shared with the client)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["ok", "error", "timeout", "memory_limit", "output_limit"]
+Isolation = Literal["container", "process"]
+
+
+class ExecuteRequest(BaseModel):
+    """One snippet to run. Limits left unset take the server defaults; larger values are
+    refused with 422 naming the server maximum."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    code: str = Field(min_length=1, description="Source code to run.")
+    input: str = Field(default="", alias="stdin", description="Bytes fed to the program's stdin.")
+    language: str = Field(default="python", description="Only 'python' is supported.")
+    timeout: float | None = Field(default=None, gt=0, description="Wall-clock limit in seconds.")
+    memory_mb: int | None = Field(default=None, gt=0, description="Memory limit in MiB.")
+    isolation: Isolation | None = Field(
+        default=None, description="Ask for 'container' (stricter) when the server runs 'process'."
+    )
+
+
+class Truncated(BaseModel):
+    stdout: bool = False
+    stderr: bool = False
+
+
+class ExecuteResponse(BaseModel):
+    """What the code did. ``output``/``error`` mirror stdout/stderr for callers of the
+    server this one replaces."""
+
+    status: Status
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    output: str
+    error: str
+    truncated: Truncated
+    duration_ms: float
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+
+
+class CalculateRequest(BaseModel):
+    expr: str = Field(description="Arithmetic expression, e.g. 'sqrt(2)*pi'.")
+
+
+class CalculateResponse(BaseModel):
+    value: int | float | None
+    error: str | None
+
+
+class ErrorResponse(BaseModel):
+    """Body of every 4xx/5xx answer."""
+
+    detail: str | list

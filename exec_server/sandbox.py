@@ -1,0 +1,325 @@
+"""One hardened Docker container per snippet: create it warm, run one snippet, remove it.
+
+Everything here is blocking docker-py work; the async layers call it from threads. A failure
+of the engine (unreachable daemon, container removed from outside) raises ``SandboxError`` so
+that it is answered as a service error, never mistaken for the code's own failure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker.errors
+from docker.types import LogConfig, Ulimit
+
+import docker
+
+from .settings import Settings
+
+RUNNER_SOURCE = (Path(__file__).parent / "sandbox_runner.py").read_text()
+READY_MARKER = b"\x00boxed-ready\x00\n"
+SERVICE_LABEL = "boxed.service"
+INSTANCE_LABEL = "boxed.instance"
+WARMUP_TIMEOUT = 60.0
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    # numeric libraries otherwise start one thread per host core, which pids_limit refuses
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+_MEMORY_ERROR_LINE = re.compile(rb"(?m)^MemoryError\b[^\n]*\n?\Z")
+_STDOUT, _STDERR = 1, 2
+
+
+class SandboxError(RuntimeError):
+    """The sandbox infrastructure failed; the snippet's outcome is unknown."""
+
+
+@dataclass
+class WarmContainer:
+    """A started container whose interpreter waits on stdin for its one snippet."""
+
+    id: str
+    sock: socket.socket
+    memory_mb: int
+    created_at: float = field(default_factory=time.monotonic)
+    _buffer: bytearray = field(default_factory=bytearray)
+
+
+@dataclass
+class RunResult:
+    status: str
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    truncated_stdout: bool
+    truncated_stderr: bool
+    duration_ms: float
+
+
+class _Streams:
+    """Demultiplexes Docker's attach stream (8-byte frame headers) into capped buffers."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.out = {_STDOUT: bytearray(), _STDERR: bytearray()}
+        self.truncated = {_STDOUT: False, _STDERR: False}
+
+    def feed_frames(self, buffer: bytearray) -> None:
+        while len(buffer) >= 8:
+            kind, size = buffer[0], int.from_bytes(buffer[4:8], "big")
+            if len(buffer) < 8 + size:
+                return
+            self._add(kind, bytes(buffer[8 : 8 + size]))
+            del buffer[: 8 + size]
+
+    def _add(self, kind: int, data: bytes) -> None:
+        target = self.out.get(kind)
+        if target is None:
+            return
+        room = self.cap - len(target)
+        if len(data) > room:
+            self.truncated[kind] = True
+            data = data[: max(room, 0)]
+        target.extend(data)
+
+    @property
+    def over_cap(self) -> bool:
+        return self.truncated[_STDOUT] or self.truncated[_STDERR]
+
+
+def _raw_socket(sock: object) -> socket.socket:
+    return getattr(sock, "_sock", sock)  # docker-py hands back a SocketIO over a unix socket
+
+
+class DockerSandboxes:
+    """Creates, runs and removes sandbox containers with the hardening of the settings."""
+
+    def __init__(self, settings: Settings, client: docker.DockerClient | None = None) -> None:
+        self.settings = settings
+        self._client = client
+        self._client_lock = threading.Lock()
+        self.labels = {SERVICE_LABEL: "boxed", INSTANCE_LABEL: settings.instance}
+
+    @property
+    def api(self) -> docker.APIClient:
+        """The engine's API client, made on first use: the engine may be down at start-up."""
+        with self._client_lock:
+            if self._client is None:
+                try:
+                    self._client = docker.from_env(max_pool_size=128, timeout=30)
+                except docker.errors.DockerException as exc:
+                    raise SandboxError(f"Docker engine unreachable: {exc}") from exc
+            return self._client.api
+
+    # -- engine state --------------------------------------------------------------------
+    def ping(self) -> bool:
+        try:
+            return bool(self.api.ping())
+        except Exception:
+            return False
+
+    def image_present(self) -> bool:
+        try:
+            self.api.inspect_image(self.settings.sandbox_image)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+        except Exception as exc:
+            raise SandboxError(f"cannot inspect image: {exc}") from exc
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def _host_config(self, memory_mb: int) -> dict:
+        s = self.settings
+        fsize = s.tmpfs_mb * 1024 * 1024
+        return self.api.create_host_config(
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=4096,mode=1777"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=s.pids_limit,
+            mem_limit=f"{memory_mb}m",
+            memswap_limit=f"{memory_mb}m",
+            nano_cpus=int(s.cpus * 1e9),
+            ulimits=[
+                Ulimit(name="nofile", soft=s.nofile, hard=s.nofile),
+                Ulimit(name="fsize", soft=fsize, hard=fsize),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
+            init=True,
+            ipc_mode="none",
+            log_config=LogConfig(type=LogConfig.types.NONE),
+            runtime=s.runtime,
+        )
+
+    def create_warm(self, memory_mb: int | None = None) -> WarmContainer:
+        """Create and start a container, and wait until its interpreter is ready for code."""
+        memory_mb = memory_mb or self.settings.memory_mb_default
+        config = json.dumps({"preload": self.settings.preload_modules})
+        try:
+            container_id = self.api.create_container(
+                self.settings.sandbox_image,
+                command=["python3", "-I", "-u", "-c", RUNNER_SOURCE, config],
+                user=self.settings.sandbox_user,
+                environment=SANDBOX_ENV,
+                working_dir="/tmp",
+                hostname="sandbox",
+                labels=self.labels,
+                stdin_open=True,
+                network_disabled=True,
+                host_config=self._host_config(memory_mb),
+            )["Id"]
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot create sandbox: {exc}") from exc
+        try:
+            params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            sock = _raw_socket(self.api.attach_socket(container_id, params=params))
+            self.api.start(container_id)
+            warm = WarmContainer(container_id, sock, memory_mb)
+            self._wait_ready(warm)
+            return warm
+        except Exception as exc:
+            self.remove(container_id)
+            if isinstance(exc, SandboxError):
+                raise
+            raise SandboxError(f"cannot start sandbox: {exc}") from exc
+
+    def _wait_ready(self, warm: WarmContainer) -> None:
+        streams = _Streams(cap=1 << 20)
+        deadline = time.monotonic() + WARMUP_TIMEOUT
+        while READY_MARKER not in streams.out[_STDOUT]:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxError("sandbox interpreter did not become ready")
+            warm.sock.settimeout(remaining)
+            chunk = warm.sock.recv(65536)
+            if not chunk:
+                err = bytes(streams.out[_STDERR][-500:]).decode(errors="replace")
+                raise SandboxError(f"sandbox exited during warm-up: {err}")
+            warm._buffer.extend(chunk)
+            streams.feed_frames(warm._buffer)
+
+    def resize(self, warm: WarmContainer, memory_mb: int) -> None:
+        """Give a warm container another memory limit (both RAM and RAM+swap)."""
+        limit = f"{memory_mb}m"
+        try:
+            self.api.update_container(warm.id, mem_limit=limit, memswap_limit=limit)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot set memory limit: {exc}") from exc
+        warm.memory_mb = memory_mb
+
+    def run(self, warm: WarmContainer, code: str, stdin: str, timeout: float) -> RunResult:
+        """Send the snippet to a warm container and collect its verdict.
+
+        Output is read from the stream while the code runs; at the wall limit, or when a
+        stream passes its cap, the container is SIGKILLed and what was read is kept.
+        """
+        payload = json.dumps({"code": code, "input": stdin}).encode()
+        streams = _Streams(cap=self.settings.output_max_bytes)
+        killed_for: str | None = None
+        try:
+            warm.sock.sendall(len(payload).to_bytes(4, "big") + payload)
+        except OSError as exc:
+            raise SandboxError(f"sandbox not accepting code: {exc}") from exc
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                killed_for = "timeout"
+                break
+            warm.sock.settimeout(remaining)
+            try:
+                chunk = warm.sock.recv(65536)
+            except TimeoutError:
+                killed_for = "timeout"
+                break
+            except OSError as exc:
+                raise SandboxError(f"lost the sandbox stream: {exc}") from exc
+            if not chunk:
+                break
+            warm._buffer.extend(chunk)
+            streams.feed_frames(warm._buffer)
+            if streams.over_cap:
+                killed_for = "output_limit"
+                break
+        duration_ms = (time.monotonic() - started) * 1000
+        if killed_for:
+            # Close our end first: the engine will not finish a kill while it is blocked
+            # writing output into an attach stream that nobody reads any more.
+            self._close(warm)
+            self.kill(warm.id)
+        exit_code, oom_killed = self._exit_state(warm.id)
+        status = self._status(killed_for, exit_code, oom_killed, streams.out[_STDERR])
+        return RunResult(
+            status=status,
+            exit_code=None if killed_for else exit_code,
+            stdout=bytes(streams.out[_STDOUT]).replace(READY_MARKER, b"", 1),
+            stderr=bytes(streams.out[_STDERR]),
+            truncated_stdout=streams.truncated[_STDOUT],
+            truncated_stderr=streams.truncated[_STDERR],
+            duration_ms=round(duration_ms, 2),
+        )
+
+    @staticmethod
+    def _status(killed_for: str | None, exit_code: int, oom_killed: bool, stderr: bytes) -> str:
+        if killed_for:
+            return killed_for
+        if oom_killed or (exit_code == 1 and _MEMORY_ERROR_LINE.search(stderr)):
+            return "memory_limit"
+        return "ok" if exit_code == 0 else "error"
+
+    def _exit_state(self, container_id: str) -> tuple[int, bool]:
+        try:
+            exit_code = int(self.api.wait(container_id, timeout=10)["StatusCode"])
+            oom_killed = False
+            if exit_code == 137:  # SIGKILL: ask the engine whether the kernel's OOM killer did it
+                oom_killed = bool(self.api.inspect_container(container_id)["State"]["OOMKilled"])
+            return exit_code, oom_killed
+        except docker.errors.NotFound as exc:
+            raise SandboxError("sandbox container disappeared while running") from exc
+        except Exception as exc:
+            raise SandboxError(f"cannot read the sandbox's exit state: {exc}") from exc
+
+    def kill(self, container_id: str) -> None:
+        try:
+            self.api.kill(container_id, signal="SIGKILL")
+        except docker.errors.APIError:
+            pass  # already exited
+
+    def remove(self, container_id: str) -> bool:
+        """Force-remove a container; True when it is gone (removed now or before)."""
+        try:
+            self.api.remove_container(container_id, force=True, v=True)
+            return True
+        except docker.errors.NotFound:
+            return True
+        except Exception:
+            return False
+
+    @staticmethod
+    def _close(warm: WarmContainer) -> None:
+        try:
+            warm.sock.close()
+        except OSError:
+            pass
+
+    def discard(self, warm: WarmContainer) -> bool:
+        self._close(warm)
+        return self.remove(warm.id)
+
+    def list_ids(self) -> list[str]:
+        """Ids of every container of this service instance, running or not."""
+        filters = {"label": [f"{k}={v}" for k, v in self.labels.items()]}
+        return [c["Id"] for c in self.api.containers(all=True, filters=filters)]

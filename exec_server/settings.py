@@ -1,0 +1,75 @@
+"""Service settings, read from ``BOXED_*`` environment variables.
+
+Every per-request limit has a default (used when the request leaves it out) and a server-side
+maximum (a request asking for more gets 422 naming the maximum).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BOXED_", extra="ignore")
+
+    # HTTP
+    host: str = "127.0.0.1"
+    port: int = 5002
+    api_key: str | None = Field(default=None, description="If set, required as a Bearer token.")
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, description="Largest request body.")
+    max_code_bytes: int = Field(default=256 * 1024, description="Largest `code` field.")
+    max_input_bytes: int = Field(default=1024 * 1024, description="Largest `input` field.")
+    max_batch_items: int = Field(default=256, description="Most items in one batch request.")
+
+    # Per-snippet limits: default and maximum.
+    timeout_default: float = Field(default=5.0, gt=0)
+    timeout_max: float = Field(default=30.0, gt=0)
+    memory_mb_default: int = Field(default=256, ge=32)
+    memory_mb_max: int = Field(default=2048, ge=32)
+    output_max_bytes: int = Field(default=64 * 1024, ge=1024, description="Cap per stream.")
+    pids_limit: int = Field(default=64, ge=8)
+    cpus: float = Field(default=1.0, gt=0, description="CPU quota of one sandbox.")
+    tmpfs_mb: int = Field(default=64, ge=1, description="Size of the sandbox's /tmp.")
+    nofile: int = Field(default=256, ge=16)
+
+    # Sandboxes
+    sandbox_image: str = "boxed-sandbox:latest"
+    runtime: str | None = Field(default=None, description="OCI runtime, e.g. 'runsc' (gVisor).")
+    sandbox_user: str = "10001:10001"
+    preload: str = Field(default="sympy,numpy", description="Modules imported before the code.")
+    isolation: Literal["container", "process"] = "container"
+    instance: str = Field(default="default", description="Label that scopes orphan reaping.")
+
+    # Capacity
+    pool_size: int = Field(default=4, ge=0, description="Warm containers kept ready.")
+    max_concurrency: int = Field(default=8, ge=1, description="Snippets running at once.")
+    max_queue: int = Field(default=256, ge=0, description="Requests waiting for a slot.")
+    queue_timeout: float = Field(default=10.0, gt=0, description="Longest wait for a slot.")
+    sandbox_wait: float = Field(
+        default=30.0, gt=0, description="Longest wait for a warm sandbox once admitted."
+    )
+    warmup_parallelism: int = Field(default=3, ge=1, description="Sandboxes started at once.")
+    retry_after: int = Field(default=1, ge=1, description="Seconds in Retry-After answers.")
+    reap_interval: float = Field(default=30.0, gt=0)
+    docker_check_interval: float = Field(default=2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _defaults_within_maxima(self) -> Settings:
+        if self.timeout_default > self.timeout_max:
+            raise ValueError("BOXED_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
+        if self.memory_mb_default > self.memory_mb_max:
+            raise ValueError("BOXED_MEMORY_MB_DEFAULT exceeds BOXED_MEMORY_MB_MAX")
+        return self
+
+    @property
+    def preload_modules(self) -> list[str]:
+        return [m.strip() for m in self.preload.split(",") if m.strip()]
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
