@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from . import metrics
@@ -21,12 +23,20 @@ from .models import (
     CalculateRequest,
     CalculateResponse,
     ErrorResponse,
+    ExecuteBatchItemError,
+    ExecuteBatchRequest,
+    ExecuteBatchResponse,
     ExecuteRequest,
     ExecuteResponse,
+    ItemError,
+    RunCodeRequest,
+    RunCodeResponse,
+    RunResult,
 )
 from .settings import Settings, get_settings
 
 log = logging.getLogger("boxed.app")
+JsonObject = Annotated[dict[str, Any], Body()]
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
     for code, text in {
@@ -41,6 +51,34 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 def _request_id(request: Request) -> str:
     return request.headers.get("x-request-id") or uuid.uuid4().hex
+
+
+def _item_error(status_code: int, detail: Any) -> ExecuteBatchItemError:
+    return ExecuteBatchItemError(error=ItemError(status_code=status_code, detail=detail))
+
+
+def _as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
+    run_status = "TimeLimitExceeded" if result.status == "timeout" else "Finished"
+    return RunCodeResponse(
+        status="Success" if result.status == "ok" else "Failed",
+        message="" if result.status in ("ok", "error") else result.status,
+        run_result=RunResult(
+            status=run_status,
+            execution_time=result.duration_ms / 1000,
+            return_code=result.exit_code,
+            stdout=result.stdout,
+            stderr=result.stderr,
+        ),
+        boxed_status=result.status,
+    )
+
+
+async def _scorer_call(fn: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """Scoring blocks (sympy in a worker process): keep it off the event loop."""
+    try:
+        return await run_in_threadpool(fn, body)
+    except ValueError as exc:
+        raise RequestError(422, str(exc)) from exc
 
 
 def create_app(settings: Settings | None = None, executor: Executor | None = None) -> FastAPI:
@@ -98,6 +136,68 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         metrics.REQUESTS.labels("/execute", result.status).inc()
         return result
 
+    @app.post("/execute/batch", response_model=ExecuteBatchResponse, dependencies=guarded)
+    async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> ExecuteBatchResponse:
+        """Run many snippets concurrently (within the service's limits); answers keep the
+        order of the items, and an item that fails carries its own ``error``."""
+        if len(batch.items) > settings.max_batch_items:
+            raise RequestError(
+                422, f"{len(batch.items)} items; the maximum is {settings.max_batch_items}"
+            )
+        request_id = _request_id(request)
+        executor: Executor = request.app.state.executor
+
+        async def one(index: int, item: dict[str, Any]) -> ExecuteResponse | ExecuteBatchItemError:
+            try:
+                req = ExecuteRequest.model_validate(item)
+                result = await executor.execute(req, f"{request_id}-{index}")
+            except ValidationError as exc:
+                return _item_error(422, exc.errors(include_url=False, include_context=False))
+            except RequestError as exc:
+                return _item_error(exc.status_code, exc.detail)
+            except Overloaded as exc:
+                return _item_error(429, f"overloaded: {exc}")
+            except ServiceUnavailable as exc:
+                return _item_error(503, f"service unavailable: {exc}")
+            metrics.REQUESTS.labels("/execute/batch", result.status).inc()
+            return result
+
+        results = await asyncio.gather(*(one(i, item) for i, item in enumerate(batch.items)))
+        return ExecuteBatchResponse(results=list(results))
+
+    @app.post("/run_code", response_model=RunCodeResponse, dependencies=guarded)
+    async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
+        """SandboxFusion-compatible subset, so verl/SkyRL users can point at boxed."""
+        if req.files:
+            raise RequestError(422, "'files' is not supported; put the data in the code or stdin")
+        language = "python" if req.language.lower() in ("python", "python3") else req.language
+        memory = req.memory_limit_MB if req.memory_limit_MB and req.memory_limit_MB > 0 else None
+        execute_req = ExecuteRequest(
+            code=req.code,
+            input=req.stdin or "",
+            language=language,
+            timeout=req.run_timeout,
+            memory_mb=memory,
+        )
+        result = await request.app.state.executor.execute(execute_req, _request_id(request))
+        metrics.REQUESTS.labels("/run_code", result.status).inc()
+        return _as_sandbox_fusion(result)
+
+    @app.post("/score", dependencies=guarded)
+    async def score(body: JsonObject) -> dict[str, Any]:
+        """Grade one trajectory (any supported format with its gold, or
+        ``{response, answer, preset}``); runs off the event loop."""
+        from scorer.api import score as score_one
+
+        return await _scorer_call(score_one, body)
+
+    @app.post("/score/batch", dependencies=guarded)
+    async def score_batch(body: JsonObject) -> dict[str, Any]:
+        """Grade many trajectories; a bad item becomes an ``error`` row."""
+        from scorer.api import score_batch as score_many
+
+        return await _scorer_call(score_many, body)
+
     @app.post("/calculate", response_model=CalculateResponse, dependencies=guarded)
     async def calculate(req: CalculateRequest) -> CalculateResponse:
         """Evaluate restricted arithmetic; the expression's own mistakes are 200 with `error`."""
@@ -128,5 +228,4 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     app.state.settings = settings
-    app.state.run_in_threadpool = run_in_threadpool
     return app

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,3 +60,54 @@ class ErrorResponse(BaseModel):
     """Body of every 4xx/5xx answer."""
 
     detail: str | list
+
+
+class ExecuteBatchRequest(BaseModel):
+    """Several snippets at once; each item is validated on its own so one bad item fails
+    only itself."""
+
+    items: list[dict[str, Any]] = Field(description="ExecuteRequest objects.")
+
+
+class ItemError(BaseModel):
+    status_code: int = Field(description="The HTTP status this item would have had alone.")
+    detail: Any
+
+
+class ExecuteBatchItemError(BaseModel):
+    error: ItemError
+
+
+class ExecuteBatchResponse(BaseModel):
+    results: list[ExecuteResponse | ExecuteBatchItemError]
+
+
+class RunCodeRequest(BaseModel):
+    """The subset of SandboxFusion's ``POST /run_code`` that verl and SkyRL send."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    code: str = Field(min_length=1)
+    language: str = "python"
+    stdin: str | None = ""
+    run_timeout: float | None = Field(default=None, gt=0, description="Seconds.")
+    memory_limit_MB: int | None = Field(default=None, description="-1 or absent: the default.")
+    files: dict[str, Any] = Field(default_factory=dict, description="Not supported; must be empty.")
+
+
+class RunResult(BaseModel):
+    status: Literal["Finished", "TimeLimitExceeded", "Error"]
+    execution_time: float | None
+    return_code: int | None
+    stdout: str
+    stderr: str
+
+
+class RunCodeResponse(BaseModel):
+    status: Literal["Success", "Failed", "SandboxError"]
+    message: str
+    compile_result: None = None
+    run_result: RunResult | None
+    executor_pod_name: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    boxed_status: Status = Field(description="boxed's own verdict for the snippet.")

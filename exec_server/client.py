@@ -1,0 +1,820 @@
+"""Python client for the boxed service, sync (:class:`Client`) and async (:class:`AsyncClient`).
+
+Built for RL environments that call the service thousands of times a minute:
+
+* one pooled ``httpx`` client per :class:`Client` for its whole life (no connection per call);
+* a client-side concurrency cap, so a burst of rollouts queues here instead of flooding the server;
+* retries with jittered exponential backoff on transport errors and on 429/502/503/504, honouring
+  ``Retry-After`` -- never on the code's own failures (a 200 with ``status="error"`` is a
+  result) and never on other 4xx (a caller mistake: :class:`BoxedHTTPError` with the detail);
+* several server URLs, used round-robin; a URL that fails with a transport error is set aside
+  for a cool-off period and the request moves to another URL at once.
+
+Only ``httpx`` and ``pydantic`` are needed; importing this module does not pull in FastAPI or
+Docker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, TypeAlias, overload
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from exec_server import __version__
+from exec_server.models import CalculateResponse, ExecuteRequest, ExecuteResponse
+
+__all__ = [
+    "AsyncClient",
+    "BoxedBatchError",
+    "BoxedError",
+    "BoxedHTTPError",
+    "BoxedUnavailable",
+    "CalculateResult",
+    "Client",
+    "ExecuteItem",
+    "ExecuteResult",
+    "ScoreBatch",
+    "ScoreResult",
+]
+
+DEFAULT_URL = "http://localhost:5002"
+# The scorer's default time limit per answer check (scorer.grading.DEFAULT_TIMEOUT).
+SERVER_SCORE_TIMEOUT = 5.0
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+# Timeouts of the wait for an answer are not signs of a dead server (the snippet or the queue may
+# simply be slow), so they are retried but do not set the URL aside.
+_SLOW_ERRORS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
+
+
+# --------------------------------------------------------------------------------------- errors
+
+
+class BoxedError(Exception):
+    """Base class of every error raised by this client."""
+
+
+class BoxedHTTPError(BoxedError):
+    """The server answered with an error status that is not retried, or retries ran out.
+
+    ``detail`` is the server's ``detail`` field (a string, or pydantic's list of errors for 422);
+    ``request_id`` is the ``X-Request-ID`` the client sent, to find the call in server logs.
+    """
+
+    def __init__(
+        self,
+        status_code: int,
+        detail: Any,
+        *,
+        method: str = "",
+        url: str = "",
+        retry_after: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.request_id = request_id
+        self.detail = detail
+        self.method = method
+        self.url = url
+        self.retry_after = retry_after
+        super().__init__(f"{method} {url} -> {status_code}: {self.message}".strip())
+
+    @property
+    def message(self) -> str:
+        """The server's detail on one line (pydantic's error lists flattened)."""
+        return _format_detail(self.detail)
+
+
+class BoxedUnavailable(BoxedError):
+    """No server could be reached (transport errors until attempts or the deadline ran out),
+    or :meth:`Client.wait_until_ready` timed out."""
+
+
+class BoxedBatchError(BoxedError):
+    """Some items of :meth:`Client.execute_many` failed. Nothing is lost: ``results`` holds every
+    item in input order, an :class:`ExecuteResult` or the :class:`BoxedError` of that item."""
+
+    def __init__(self, results: list[ExecuteResult | BoxedError]) -> None:
+        self.results = results
+        errors = self.errors
+        super().__init__(f"{len(errors)} of {len(results)} items failed; first: {errors[0][1]}")
+
+    @property
+    def errors(self) -> list[tuple[int, BoxedError]]:
+        """``(index, error)`` of each failed item."""
+        return [(i, r) for i, r in enumerate(self.results) if isinstance(r, BoxedError)]
+
+
+def _format_detail(detail: Any) -> str:
+    """Make pydantic's list of validation errors readable in one line."""
+    if isinstance(detail, list):
+        parts = []
+        for err in detail:
+            if isinstance(err, Mapping) and "msg" in err:
+                loc = ".".join(str(p) for p in err.get("loc", ()))
+                parts.append(f"{loc}: {err['msg']}" if loc else str(err["msg"]))
+            else:
+                parts.append(str(err))
+        return "; ".join(parts)
+    return str(detail)
+
+
+# -------------------------------------------------------------------------------------- results
+
+
+class ExecuteResult(ExecuteResponse):
+    """What one snippet did (the server's ``ExecuteResponse``). A non-``ok`` status is the
+    code's own outcome, not a client error."""
+
+    @property
+    def ok(self) -> bool:
+        """The snippet ran to completion without an error, timeout or limit."""
+        return self.status == "ok"
+
+
+class CalculateResult(CalculateResponse):
+    """Value of an arithmetic expression, or why it has none."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class ScoreResult(BaseModel):
+    """Grade of one trajectory (a row of the scorer). ``reward`` is ``None`` only on an
+    ``error`` row; ``reasons`` are stable codes. Fields the server adds later are kept as
+    extras (``model_extra``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    reward: float | None
+    correct: bool = False
+    pred: str | None = None
+    gold: Any = None
+    status: str = ""
+    reasons: list[str] = Field(default_factory=list)
+    tool_calls: int = 0
+    error: str | None = None
+
+
+class ScoreBatch(BaseModel):
+    """Answer of ``score_many``: one row per trajectory (an Atropos group gives one per
+    rollout), in item order, and the batch summary."""
+
+    results: list[ScoreResult]
+    summary: dict[str, Any]
+
+
+ExecuteItem: TypeAlias = str | ExecuteRequest | Mapping[str, Any]
+"""One item of ``execute_many``: code alone, an :class:`ExecuteRequest`, or its JSON as a dict."""
+
+
+# ------------------------------------------------------------------------------- shared machinery
+
+
+def _parse_urls(urls: str | Sequence[str] | None) -> list[str]:
+    if urls is None:
+        urls = os.environ.get("BOXED_URL") or DEFAULT_URL
+    if isinstance(urls, str):
+        urls = urls.split(",")
+    out = []
+    for url in urls:
+        url = url.strip().rstrip("/")
+        if url:
+            out.append(url if "://" in url else f"http://{url}")
+    if not out:
+        raise ValueError("no boxed server URL given")
+    return out
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds (a number, or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _execute_body(item: ExecuteItem) -> dict[str, Any]:
+    """JSON body of one item. Validation is left to the server so that every caller mistake comes
+    back the same way: a 422 with the server's detail."""
+    if isinstance(item, str):
+        return {"code": item, "input": ""}
+    if isinstance(item, ExecuteRequest):
+        return item.model_dump(exclude_none=True)
+    if isinstance(item, Mapping):
+        return {k: v for k, v in item.items() if v is not None}
+    raise TypeError(f"execute_many items are str, dict or ExecuteRequest, not {type(item)!r}")
+
+
+def _score_options(
+    body: dict[str, Any],
+    preset: str | None,
+    rewards: Mapping[str, float] | None,
+    timeout: float | None,
+) -> dict[str, Any]:
+    for name, value in (("preset", preset), ("rewards", rewards), ("timeout", timeout)):
+        if value is not None:
+            body[name] = dict(value) if isinstance(value, Mapping) else value
+    return body
+
+
+def _score_body(
+    record: Mapping[str, Any] | None, response: str | None, answer: Any
+) -> dict[str, Any]:
+    if record is not None:
+        return dict(record)
+    if response is not None:
+        return {"response": response, "answer": answer}
+    raise TypeError("score() needs a record, or response= and answer=")
+
+
+class _Base:
+    """Configuration, URL choice and the retry policy, shared by the sync and async clients.
+
+    The retry loop itself lives in each client (one blocks, one awaits); every decision it makes
+    comes from :class:`_Attempts`.
+    """
+
+    def __init__(
+        self,
+        urls: str | Sequence[str] | None = None,
+        *,
+        api_key: str | None = None,
+        max_concurrency: int = 64,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        read_margin: float = 15.0,
+        max_attempts: int = 8,
+        deadline: float | None = 120.0,
+        backoff_base: float = 0.1,
+        backoff_max: float = 5.0,
+        cooloff: float = 5.0,
+    ) -> None:
+        """
+        Args:
+            urls: one URL, several (list or comma-separated); default ``$BOXED_URL``, else
+                ``http://localhost:5002``.
+            api_key: sent as ``Authorization: Bearer``; default ``$BOXED_API_KEY``.
+            max_concurrency: requests in flight at once from this client (also the pool size).
+            connect_timeout: seconds to open a connection; short, so dead URLs fail fast.
+            read_timeout: seconds to wait for an answer; for ``execute`` with a ``timeout`` it is
+                raised to ``timeout + read_margin`` so the wait always outlasts the snippet
+                (the margin covers the server's queue wait, 10 s by default, and start-up).
+            max_attempts: HTTP attempts per call, failovers included.
+            deadline: seconds one call may take with all its retries (``None``: no limit); never
+                shorter than one attempt's read timeout.
+            backoff_base, backoff_max: jittered exponential backoff between attempts.
+            cooloff: seconds a URL that failed with a transport error is avoided while others work.
+        """
+        if max_concurrency < 1 or max_attempts < 1:
+            raise ValueError("max_concurrency and max_attempts must be at least 1")
+        self.urls = _parse_urls(urls)
+        self.max_concurrency = max_concurrency
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.read_margin = read_margin
+        self.max_attempts = max_attempts
+        self.deadline = deadline
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.cooloff = cooloff
+        api_key = api_key if api_key is not None else os.environ.get("BOXED_API_KEY")
+        self._headers = {"User-Agent": f"boxed-client/{__version__}"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._limits = httpx.Limits(
+            max_connections=max_concurrency,
+            max_keepalive_connections=max_concurrency,
+            keepalive_expiry=30.0,
+        )
+        self._lock = threading.Lock()
+        self._next = 0
+        # Per URL: avoided until (a transport error; a preference only) and held until (the
+        # server's Retry-After; honoured).
+        self._down_until = [0.0] * len(self.urls)
+        self._hold_until = [0.0] * len(self.urls)
+        self._open()
+
+    def _open(self) -> None:
+        """Create the HTTP client and the concurrency cap (sync or async flavour)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.urls!r})"
+
+    def _exec_read_timeout(self, body: Mapping[str, Any]) -> float:
+        """The wait for an ``/execute`` answer must outlast the snippet's own timeout."""
+        timeout = body.get("timeout")
+        if not isinstance(timeout, int | float):
+            return self.read_timeout
+        return max(self.read_timeout, timeout + self.read_margin)
+
+    def _score_read_timeout(self, body: Mapping[str, Any], n: int) -> float:
+        """Long enough for every answer check of the request to use its whole time limit."""
+        per_answer = body.get("timeout")
+        if not isinstance(per_answer, int | float):
+            per_answer = SERVER_SCORE_TIMEOUT
+        return max(self.read_timeout, n * per_answer + self.read_margin)
+
+    def _pick(self, exclude: int | None = None) -> int | None:
+        """Next URL round-robin among those neither held nor cooling off; else among those not
+        held; else the one whose hold ends first. With ``exclude``, only a fully available URL
+        other than it, or ``None``."""
+        now = time.monotonic()
+        n = len(self.urls)
+        with self._lock:
+            order = [(self._next + k) % n for k in range(n)]
+            free = [
+                i
+                for i in order
+                if self._down_until[i] <= now and self._hold_until[i] <= now and i != exclude
+            ]
+            if exclude is not None and not free:
+                return None
+            if not free:
+                free = [i for i in order if self._hold_until[i] <= now]
+            i = free[0] if free else min(order, key=self._hold_until.__getitem__)
+            self._next = (i + 1) % n
+            return i
+
+    def _mark_down(self, i: int) -> None:
+        with self._lock:
+            self._down_until[i] = time.monotonic() + self.cooloff
+
+    def _hold(self, i: int, seconds: float) -> None:
+        with self._lock:
+            self._hold_until[i] = max(self._hold_until[i], time.monotonic() + seconds)
+
+    def _hold_remaining(self) -> float:
+        """Seconds until the first URL's Retry-After hold ends (0 when some URL is not held)."""
+        with self._lock:
+            return max(0.0, min(self._hold_until) - time.monotonic())
+
+    def _note_ready(self, reasons: dict[str, str | None]) -> list[str]:
+        """URLs whose probe found them ready; they stop cooling off."""
+        ready = [url for url, reason in reasons.items() if reason is None]
+        with self._lock:
+            for url in ready:
+                self._down_until[self.urls.index(url)] = 0.0
+        return ready
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        return random.uniform(cap / 2, cap)
+
+
+class _Attempts:
+    """The retry policy of one call: which URL next, how long to wait, when to give up."""
+
+    def __init__(self, client: _Base, method: str, path: str, read_timeout: float) -> None:
+        self.client = client
+        self.method = method
+        self.path = path
+        # One id for every attempt of the call, so the server's logs tie retries together.
+        self.headers = {"X-Request-ID": uuid.uuid4().hex}
+        self.read_timeout = read_timeout
+        self.start = time.monotonic()
+        self.deadline = (
+            None
+            if client.deadline is None
+            else self.start + max(client.deadline, read_timeout + client.connect_timeout)
+        )
+        self.attempt = 0
+        self.index: int | None = None
+
+    def next(self) -> tuple[str, httpx.Timeout]:
+        """URL and timeouts of the next attempt (the read timeout clipped to the deadline)."""
+        self.attempt += 1
+        if self.index is None:
+            self.index = self.client._pick()
+        read = self.read_timeout
+        if self.deadline is not None:
+            read = max(0.001, min(read, self.deadline - time.monotonic()))
+        connect = min(self.client.connect_timeout, read)
+        timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=read)
+        return self.client.urls[self.index] + self.path, timeout
+
+    def failed(self, exc: httpx.TransportError) -> float:
+        """Delay before the next attempt after a transport error; raises when out of attempts."""
+        i = self._take_index()
+        if not isinstance(exc, _SLOW_ERRORS):
+            self.client._mark_down(i)
+        url = self.client.urls[i] + self.path
+        error = BoxedUnavailable(
+            f"{self.method} {url}: {type(exc).__name__}: {exc or 'no detail'} "
+            f"(attempt {self.attempt} of {self.client.max_attempts})"
+        )
+        return self._delay(i, None, error, exc)
+
+    def answered(self, response: httpx.Response) -> float | None:
+        """``None`` when ``response`` is the call's answer; else the delay before a retry.
+        Raises :class:`BoxedHTTPError` for an error status that is not retried."""
+        if response.status_code < 400:
+            return None
+        i = self._take_index()
+        retry_after = _parse_retry_after(response.headers.get("Retry-After"))
+        error = BoxedHTTPError(
+            response.status_code,
+            _detail(response),
+            method=self.method,
+            url=str(response.request.url),
+            retry_after=retry_after,
+            request_id=self.headers["X-Request-ID"],
+        )
+        if response.status_code not in RETRY_STATUSES:
+            raise error
+        if retry_after is not None:
+            self.client._hold(i, retry_after)
+        return self._delay(i, retry_after, error, None)
+
+    def _take_index(self) -> int:
+        i, self.index = self.index, None
+        assert i is not None
+        return i
+
+    def _delay(
+        self, i: int, retry_after: float | None, error: BoxedError, cause: BaseException | None
+    ) -> float:
+        if self.attempt >= self.client.max_attempts:
+            raise error from cause
+        # Another URL that is up and not asking us to wait: fail over to it at once.
+        self.index = self.client._pick(exclude=i)
+        delay = 0.0
+        if self.index is None:
+            delay = self.client._backoff(self.attempt)
+            held = self.client._hold_remaining()
+            if held > 0:
+                # Every URL asked us to wait: wait as told, plus jitter so that callers told
+                # the same do not all come back at the same instant.
+                delay = max(delay, held + random.uniform(0, min(1.0, 0.1 * held)))
+        if self.deadline is not None and time.monotonic() + delay >= self.deadline:
+            raise error from cause
+        return delay
+
+
+def _detail(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:1000]
+    return body.get("detail", body) if isinstance(body, dict) else body
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise BoxedError(
+            f"{response.request.method} {response.request.url} -> {response.status_code}: "
+            f"answer is not JSON: {response.text[:200]!r}"
+        ) from exc
+
+
+def _collect(
+    outcomes: Sequence[ExecuteResult | BoxedError], return_exceptions: bool
+) -> list[ExecuteResult | BoxedError]:
+    results = list(outcomes)
+    if not return_exceptions and any(isinstance(r, BoxedError) for r in results):
+        raise BoxedBatchError(results)
+    return results
+
+
+# ------------------------------------------------------------------------------------ sync client
+
+
+class Client(_Base):
+    """Blocking client; safe to share between threads. Use as a context manager or ``close()``.
+
+    Arguments: see :meth:`_Base.__init__` (URLs, API key, concurrency cap, timeouts, retries).
+    """
+
+    def _open(self) -> None:
+        self._slot = threading.BoundedSemaphore(self.max_concurrency)
+        self._http = httpx.Client(headers=self._headers, limits=self._limits)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(
+        self, method: str, path: str, body: Any = None, read_timeout: float | None = None
+    ) -> Any:
+        attempts = _Attempts(self, method, path, read_timeout or self.read_timeout)
+        while True:
+            url, timeout = attempts.next()
+            try:
+                with self._slot:
+                    response = self._http.request(
+                        method, url, json=body, timeout=timeout, headers=attempts.headers
+                    )
+            except httpx.TransportError as exc:
+                delay = attempts.failed(exc)
+            else:
+                delay = attempts.answered(response)
+                if delay is None:
+                    return _json(response)
+            if delay:
+                time.sleep(delay)
+
+    def execute(
+        self,
+        code: str,
+        input: str = "",
+        timeout: float | None = None,
+        memory_mb: int | None = None,
+    ) -> ExecuteResult:
+        """Run one snippet. Limits left as ``None`` take the server's defaults."""
+        body = _execute_body(
+            {"code": code, "input": input, "timeout": timeout, "memory_mb": memory_mb}
+        )
+        return self._execute_body(body)
+
+    def _execute_body(self, body: dict[str, Any]) -> ExecuteResult:
+        data = self._request("POST", "/execute", body, self._exec_read_timeout(body))
+        return ExecuteResult.model_validate(data)
+
+    @overload
+    def execute_many(
+        self, items: Iterable[ExecuteItem], *, return_exceptions: Literal[False] = False
+    ) -> list[ExecuteResult]: ...
+
+    @overload
+    def execute_many(
+        self, items: Iterable[ExecuteItem], *, return_exceptions: bool
+    ) -> list[ExecuteResult | BoxedError]: ...
+
+    def execute_many(
+        self, items: Iterable[ExecuteItem], *, return_exceptions: bool = False
+    ) -> list[ExecuteResult] | list[ExecuteResult | BoxedError]:
+        """Run many snippets concurrently (up to ``max_concurrency``), results in input order.
+
+        Every item is attempted. If any failed, :class:`BoxedBatchError` is raised after all
+        are done, carrying every result; with ``return_exceptions=True`` the errors are returned
+        in place instead, like ``asyncio.gather``.
+        """
+        bodies = [_execute_body(item) for item in items]
+        if not bodies:
+            return []
+
+        def one(body: dict[str, Any]) -> ExecuteResult | BoxedError:
+            try:
+                return self._execute_body(body)
+            except BoxedError as exc:
+                return exc
+
+        with ThreadPoolExecutor(min(self.max_concurrency, len(bodies))) as pool:
+            return _collect(list(pool.map(one, bodies)), return_exceptions)
+
+    def calculate(self, expr: str) -> CalculateResult:
+        """Evaluate an arithmetic expression in the server's safe evaluator."""
+        return CalculateResult.model_validate(self._request("POST", "/calculate", {"expr": expr}))
+
+    def score(
+        self,
+        record: Mapping[str, Any] | None = None,
+        *,
+        response: str | None = None,
+        answer: Any = None,
+        preset: str | None = None,
+        rewards: Mapping[str, float] | None = None,
+        timeout: float | None = None,
+    ) -> ScoreResult:
+        """Grade a trajectory ``record`` (any format the server reads, gold inside), or
+        ``response`` against ``answer``. ``preset`` (``"binary"``, ``"interleaved"``),
+        ``rewards`` (overrides such as ``wrong_reward``) and ``timeout`` (seconds per answer
+        check) take the server defaults when ``None``."""
+        body = _score_options(_score_body(record, response, answer), preset, rewards, timeout)
+        data = self._request("POST", "/score", body, self._score_read_timeout(body, 1))
+        return ScoreResult.model_validate(data)
+
+    def score_many(
+        self,
+        items: Iterable[Mapping[str, Any]],
+        *,
+        preset: str | None = None,
+        rewards: Mapping[str, float] | None = None,
+        timeout: float | None = None,
+    ) -> ScoreBatch:
+        """Grade many records in one request (a group of rollouts, say). A bad item does
+        not fail the others: it comes back as a row with status ``error`` and ``error`` set."""
+        records = [dict(item) for item in items]
+        body = _score_options({"items": records}, preset, rewards, timeout)
+        read_timeout = self._score_read_timeout(body, len(records))
+        data = self._request("POST", "/score/batch", body, read_timeout)
+        return ScoreBatch.model_validate(data)
+
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz`` of one server (with failover): is the service process alive."""
+        return self._request("GET", "/healthz")
+
+    def wait_until_ready(
+        self, timeout: float = 60.0, *, interval: float = 0.25, all_urls: bool = False
+    ) -> list[str]:
+        """Poll ``GET /readyz`` until one URL (every URL with ``all_urls``) answers 200; returns
+        the ready URLs. Raises :class:`BoxedUnavailable` after ``timeout`` seconds."""
+        end = time.monotonic() + timeout
+        while True:
+            reasons = {url: self._probe(url, end) for url in self.urls}
+            ready = self._note_ready(reasons)
+            if ready and (not all_urls or len(ready) == len(self.urls)):
+                return ready
+            if time.monotonic() + interval > end:
+                raise _not_ready(timeout, reasons)
+            time.sleep(interval)
+
+    def _probe(self, url: str, end: float) -> str | None:
+        try:
+            response = self._http.get(url + "/readyz", timeout=_probe_timeout(self, end))
+        except httpx.TransportError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None if response.status_code == 200 else f"{response.status_code}: {response.text}"
+
+
+def _probe_timeout(client: _Base, end: float) -> float:
+    return max(0.05, min(client.connect_timeout, end - time.monotonic()))
+
+
+def _not_ready(timeout: float, reasons: dict[str, str | None]) -> BoxedUnavailable:
+    lines = "; ".join(f"{url}: {reason or 'ready'}" for url, reason in reasons.items())
+    return BoxedUnavailable(f"boxed not ready after {timeout:g} s ({lines})")
+
+
+# ----------------------------------------------------------------------------------- async client
+
+
+class AsyncClient(_Base):
+    """Asyncio client with the same methods as :class:`Client`, as coroutines.
+
+    It belongs to the event loop it is first used in (its connections do); make one per loop.
+    """
+
+    def _open(self) -> None:
+        self._slot = asyncio.Semaphore(self.max_concurrency)
+        self._http = httpx.AsyncClient(headers=self._headers, limits=self._limits)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _check_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise BoxedError(
+                "this AsyncClient was first used in another event loop; create one per loop"
+            )
+
+    async def _request(
+        self, method: str, path: str, body: Any = None, read_timeout: float | None = None
+    ) -> Any:
+        self._check_loop()
+        attempts = _Attempts(self, method, path, read_timeout or self.read_timeout)
+        while True:
+            url, timeout = attempts.next()
+            try:
+                async with self._slot:
+                    response = await self._http.request(
+                        method, url, json=body, timeout=timeout, headers=attempts.headers
+                    )
+            except httpx.TransportError as exc:
+                delay = attempts.failed(exc)
+            else:
+                delay = attempts.answered(response)
+                if delay is None:
+                    return _json(response)
+            if delay:
+                await asyncio.sleep(delay)
+
+    async def execute(
+        self,
+        code: str,
+        input: str = "",
+        timeout: float | None = None,
+        memory_mb: int | None = None,
+    ) -> ExecuteResult:
+        """Run one snippet. Limits left as ``None`` take the server's defaults."""
+        body = _execute_body(
+            {"code": code, "input": input, "timeout": timeout, "memory_mb": memory_mb}
+        )
+        return await self._execute_body(body)
+
+    async def _execute_body(self, body: dict[str, Any]) -> ExecuteResult:
+        data = await self._request("POST", "/execute", body, self._exec_read_timeout(body))
+        return ExecuteResult.model_validate(data)
+
+    @overload
+    async def execute_many(
+        self, items: Iterable[ExecuteItem], *, return_exceptions: Literal[False] = False
+    ) -> list[ExecuteResult]: ...
+
+    @overload
+    async def execute_many(
+        self, items: Iterable[ExecuteItem], *, return_exceptions: bool
+    ) -> list[ExecuteResult | BoxedError]: ...
+
+    async def execute_many(
+        self, items: Iterable[ExecuteItem], *, return_exceptions: bool = False
+    ) -> list[ExecuteResult] | list[ExecuteResult | BoxedError]:
+        """Run many snippets concurrently (up to ``max_concurrency``), results in input order.
+        Failures as in :meth:`Client.execute_many`."""
+        bodies = [_execute_body(item) for item in items]
+
+        async def one(body: dict[str, Any]) -> ExecuteResult | BoxedError:
+            try:
+                return await self._execute_body(body)
+            except BoxedError as exc:
+                return exc
+
+        return _collect(await asyncio.gather(*(one(b) for b in bodies)), return_exceptions)
+
+    async def calculate(self, expr: str) -> CalculateResult:
+        """Evaluate an arithmetic expression in the server's safe evaluator."""
+        data = await self._request("POST", "/calculate", {"expr": expr})
+        return CalculateResult.model_validate(data)
+
+    async def score(
+        self,
+        record: Mapping[str, Any] | None = None,
+        *,
+        response: str | None = None,
+        answer: Any = None,
+        preset: str | None = None,
+        rewards: Mapping[str, float] | None = None,
+        timeout: float | None = None,
+    ) -> ScoreResult:
+        """Grade one trajectory; see :meth:`Client.score`."""
+        body = _score_options(_score_body(record, response, answer), preset, rewards, timeout)
+        data = await self._request("POST", "/score", body, self._score_read_timeout(body, 1))
+        return ScoreResult.model_validate(data)
+
+    async def score_many(
+        self,
+        items: Iterable[Mapping[str, Any]],
+        *,
+        preset: str | None = None,
+        rewards: Mapping[str, float] | None = None,
+        timeout: float | None = None,
+    ) -> ScoreBatch:
+        """Grade many records in one request; see :meth:`Client.score_many`."""
+        records = [dict(item) for item in items]
+        body = _score_options({"items": records}, preset, rewards, timeout)
+        read_timeout = self._score_read_timeout(body, len(records))
+        data = await self._request("POST", "/score/batch", body, read_timeout)
+        return ScoreBatch.model_validate(data)
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /healthz`` of one server (with failover): is the service process alive."""
+        return await self._request("GET", "/healthz")
+
+    async def wait_until_ready(
+        self, timeout: float = 60.0, *, interval: float = 0.25, all_urls: bool = False
+    ) -> list[str]:
+        """Poll ``GET /readyz`` until one URL (every URL with ``all_urls``) answers 200; returns
+        the ready URLs. Raises :class:`BoxedUnavailable` after ``timeout`` seconds."""
+        self._check_loop()
+        end = time.monotonic() + timeout
+        while True:
+            probes = await asyncio.gather(*(self._probe(url, end) for url in self.urls))
+            reasons = dict(zip(self.urls, probes, strict=True))
+            ready = self._note_ready(reasons)
+            if ready and (not all_urls or len(ready) == len(self.urls)):
+                return ready
+            if time.monotonic() + interval > end:
+                raise _not_ready(timeout, reasons)
+            await asyncio.sleep(interval)
+
+    async def _probe(self, url: str, end: float) -> str | None:
+        try:
+            response = await self._http.get(url + "/readyz", timeout=_probe_timeout(self, end))
+        except httpx.TransportError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None if response.status_code == 200 else f"{response.status_code}: {response.text}"

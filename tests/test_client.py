@@ -1,0 +1,682 @@
+"""Client tests against live HTTP servers on 127.0.0.1.
+
+A small FastAPI app imitates the boxed routes; its ``/execute`` behaviour is chosen by the code:
+
+* anything else: status ok, stdout = the code + newline, request_id = the server's name;
+* ``#429:N:key`` / ``#503:N:key``: that status (with ``Retry-After``) for the first N calls of
+  this exact code (counted over all servers), then ok; ``#429:N:key:R`` sends
+  ``Retry-After: R`` (default 1);
+* ``#502always:key``: 502 without ``Retry-After`` every time;
+* ``#422``: a validation error; ``#error``: 200 with status error (the code's own failure);
+* ``#sleep:S``: sleeps S seconds first (in-flight requests are counted for the cap test).
+
+Tests marked ``docker`` run against the real service from the ``boxed_service`` fixture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from exec_server.client import (
+    AsyncClient,
+    BoxedBatchError,
+    BoxedError,
+    BoxedHTTPError,
+    BoxedUnavailable,
+    CalculateResult,
+    Client,
+    ExecuteResult,
+    ScoreBatch,
+    ScoreResult,
+)
+from exec_server.models import ExecuteRequest
+
+# ------------------------------------------------------------------------------- the test server
+
+
+class FakeBoxed:
+    """State and routes of one imitation server."""
+
+    # Calls of each ``#429``/``#503`` code over all servers, so "the first N calls" means the
+    # first N the client made, wherever they went.
+    seen: Counter[str] = Counter()
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.reset()
+        self.app = self._make_app()
+
+    def reset(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.ready_at = 0.0
+        self.api_key: str | None = None
+        self.auth_headers: list[str | None] = []
+        self.request_ids: list[str | None] = []
+
+    def _ok(self, code: str) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "exit_code": 0,
+            "stdout": code + "\n",
+            "stderr": "",
+            "output": code + "\n",
+            "error": "",
+            "truncated": {"stdout": False, "stderr": False},
+            "duration_ms": 1.0,
+            "request_id": self.name,
+        }
+
+    def _make_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.middleware("http")
+        async def auth(request: Request, call_next):  # type: ignore[no-untyped-def]
+            self.auth_headers.append(request.headers.get("authorization"))
+            self.request_ids.append(request.headers.get("x-request-id"))
+            if self.api_key and request.headers.get("authorization") != f"Bearer {self.api_key}":
+                return JSONResponse({"detail": "bad or missing API key"}, status_code=401)
+            return await call_next(request)
+
+        @app.post("/execute")
+        async def execute(body: dict[str, Any]) -> Any:
+            code = str(body.get("code", ""))
+            self.calls[code] += 1
+            if not code:
+                return JSONResponse(
+                    {"detail": [{"loc": ["body", "code"], "msg": "too short"}]}, status_code=422
+                )
+            if code.startswith(("#429:", "#503:")):
+                parts = code.split(":")
+                status, times = int(parts[0][1:]), int(parts[1])
+                retry_after = parts[3] if len(parts) > 3 else "1"
+                FakeBoxed.seen[code] += 1
+                if FakeBoxed.seen[code] <= times:
+                    return JSONResponse(
+                        {"detail": "busy"}, status_code=status, headers={"Retry-After": retry_after}
+                    )
+            if code.startswith("#502always"):
+                return JSONResponse({"detail": "bad gateway"}, status_code=502)
+            if code == "#422":
+                return JSONResponse({"detail": "timeout above the maximum 30"}, status_code=422)
+            if code == "#error":
+                result = self._ok(code)
+                result.update(
+                    status="error", exit_code=1, stdout="", output="", stderr="Boom", error="Boom"
+                )
+                return result
+            if code.startswith("#sleep:"):
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                try:
+                    await asyncio.sleep(float(code.split(":")[1]))
+                finally:
+                    self.in_flight -= 1
+            result = self._ok(code)
+            stdin = body.get("input", body.get("stdin", ""))
+            result["stdout"] = result["output"] = code + "\n" + str(stdin)
+            return result
+
+        @app.post("/calculate")
+        async def calculate(body: dict[str, Any]) -> Any:
+            table = {"6*7": (42, None), "1/0": (None, "ZeroDivisionError: division by zero")}
+            value, error = table.get(body["expr"], (None, "unsupported"))
+            return {"value": value, "error": error}
+
+        def grade(body: dict[str, Any]) -> dict[str, Any]:
+            if "answer" not in body:
+                return {"reward": None, "status": "error", "reasons": ["error"], "error": "no gold"}
+            response = body.get("response")
+            if response is None:  # a chat record
+                response = body["messages"][-1]["content"]
+            correct = str(body["answer"]) in response
+            return {
+                "reward": 1.0 if correct else -1.0,
+                "correct": correct,
+                "pred": response,
+                "gold": str(body["answer"]),
+                "status": "correct" if correct else "incorrect",
+                "reasons": ["string_match" if correct else "not_equal"],
+                "tool_calls": 0,
+                "preset": body.get("preset", "binary"),
+            }
+
+        @app.post("/score")
+        async def score(body: dict[str, Any]) -> Any:
+            return grade(body)
+
+        @app.post("/score/batch")
+        async def score_batch(body: dict[str, Any]) -> Any:
+            preset = body.get("preset", "binary")
+            rows = [grade({"preset": preset, **item}) for item in body["items"]]
+            return {"results": rows, "summary": {"n": len(rows), "timeout": body.get("timeout")}}
+
+        @app.get("/healthz")
+        async def healthz() -> Any:
+            return {"status": "ok"}
+
+        @app.get("/readyz")
+        async def readyz() -> Any:
+            if time.monotonic() < self.ready_at:
+                return JSONResponse({"status": "starting"}, status_code=503)
+            return {"status": "ready"}
+
+        return app
+
+
+class LiveServer:
+    """A uvicorn server on 127.0.0.1 in a background thread."""
+
+    def __init__(self, name: str) -> None:
+        self.fake = FakeBoxed(name)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        config = uvicorn.Config(
+            self.fake.app, log_level="warning", lifespan="off", access_log=False
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "test server did not start"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[LiveServer, LiveServer]]:
+    pair = (LiveServer("a"), LiveServer("b"))
+    yield pair
+    for server in pair:
+        server.stop()
+
+
+@pytest.fixture
+def live(servers: tuple[LiveServer, LiveServer]) -> tuple[LiveServer, LiveServer]:
+    for server in servers:
+        server.fake.reset()
+    return servers
+
+
+@pytest.fixture
+def dead_url() -> Iterator[str]:
+    """A loopback port that is bound but never listens: connections are refused at once."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def fast(urls: Any, **kwargs: Any) -> dict[str, Any]:
+    """Client arguments with short backoff so failing paths stay quick."""
+    return {"urls": urls, "backoff_base": 0.01, "backoff_max": 0.05, **kwargs}
+
+
+def key() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+# ------------------------------------------------------------------------------ every method
+
+
+def test_sync_methods(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+    with Client(a.url) as client:
+        result = client.execute("print(1)", input="x", timeout=2, memory_mb=64)
+        assert isinstance(result, ExecuteResult)
+        assert result.ok and result.status == "ok" and result.exit_code == 0
+        assert result.stdout == result.output == "print(1)\nx"
+        assert result.truncated.stdout is False
+
+        calc = client.calculate("6*7")
+        assert isinstance(calc, CalculateResult) and calc.ok and calc.value == 42
+        bad = client.calculate("1/0")
+        assert not bad.ok and bad.value is None and "ZeroDivision" in (bad.error or "")
+
+        score = client.score(response="the answer is 4", answer="4", preset="interleaved")
+        assert isinstance(score, ScoreResult)
+        assert score.reward == 1.0 and score.correct is True and score.status == "correct"
+        assert score.reasons == ["string_match"] and score.model_extra == {"preset": "interleaved"}
+        record = {"messages": [{"role": "assistant", "content": "5"}], "answer": "4"}
+        assert client.score(record).correct is False
+
+        batch = client.score_many([record, {"response": "4", "answer": 4}, {}], timeout=2)
+        assert isinstance(batch, ScoreBatch) and batch.summary == {"n": 3, "timeout": 2}
+        assert [r.status for r in batch.results] == ["incorrect", "correct", "error"]
+        assert batch.results[2].reward is None and batch.results[2].error == "no gold"
+
+        assert client.health() == {"status": "ok"}
+        assert client.wait_until_ready(timeout=2) == [a.url]
+
+
+def test_async_methods(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+
+    async def main() -> None:
+        async with AsyncClient(a.url) as client:
+            result = await client.execute("print(2)")
+            assert result.ok and result.stdout == "print(2)\n"
+            assert (await client.calculate("6*7")).value == 42
+            score = await client.score(response="x = 3", answer="3")
+            assert score.reward == 1.0 and score.correct
+            batch = await client.score_many([{"response": "2", "answer": 3}], preset="interleaved")
+            assert batch.results[0].reward == -1.0
+            assert batch.results[0].model_extra == {"preset": "interleaved"}
+            assert await client.health() == {"status": "ok"}
+            assert await client.wait_until_ready(timeout=2) == [a.url]
+            many = await client.execute_many(["1", {"code": "2"}, ExecuteRequest(code="3")])
+            assert [r.stdout for r in many] == ["1\n", "2\n", "3\n"]
+
+    asyncio.run(main())
+
+
+def test_url_and_api_key_from_environment(
+    live: tuple[LiveServer, LiveServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = live
+    a.fake.api_key = b.fake.api_key = "s3cret"
+    monkeypatch.setenv("BOXED_URL", f" {a.url}/ , {b.url}")
+    monkeypatch.setenv("BOXED_API_KEY", "s3cret")
+    with Client() as client:
+        assert client.urls == [a.url, b.url]
+        assert client.execute("x").ok
+    with Client(a.url, api_key="wrong", max_attempts=3) as client:
+        with pytest.raises(BoxedHTTPError) as info:
+            client.execute("x")
+    assert info.value.status_code == 401 and "API key" in str(info.value)
+    assert a.fake.auth_headers[-1] == "Bearer wrong"
+    assert a.fake.calls["x"] == 1  # 401 is a caller mistake: not retried
+
+
+# ------------------------------------------------------------------------------------- retries
+
+
+def test_retries_429_honouring_retry_after(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+    code = f"#429:1:{key()}"
+    with Client(a.url) as client:
+        start = time.monotonic()
+        result = client.execute(code)
+        waited = time.monotonic() - start
+    assert result.ok and a.fake.calls[code] == 2
+    assert 1.0 <= waited < 2.0  # Retry-After: 1, plus at most 10 % jitter
+    # Both attempts carried the same request id, so server logs tie them together.
+    first, second = a.fake.request_ids
+    assert first and first == second
+
+
+def test_async_retries_503_with_fractional_retry_after(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    a = live[0]
+    code = f"#503:2:{key()}:0.3"
+
+    async def main() -> float:
+        async with AsyncClient(a.url) as client:
+            start = time.monotonic()
+            assert (await client.execute(code)).ok
+            return time.monotonic() - start
+
+    waited = asyncio.run(main())
+    assert a.fake.calls[code] == 3
+    assert 0.6 <= waited < 1.5
+
+
+def test_gives_up_after_max_attempts(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+    code = f"#502always:{key()}"
+    with Client(**fast(a.url, max_attempts=3)) as client:
+        with pytest.raises(BoxedHTTPError) as info:
+            client.execute(code)
+    assert info.value.status_code == 502 and a.fake.calls[code] == 3
+
+
+def test_retry_after_beyond_deadline_fails_fast(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+    code = f"#429:5:{key()}:30"
+    with Client(a.url, deadline=1.0, read_timeout=0.5, connect_timeout=0.2) as client:
+        start = time.monotonic()
+        with pytest.raises(BoxedHTTPError) as info:
+            client.execute(code)
+    assert time.monotonic() - start < 1.0
+    assert info.value.status_code == 429 and info.value.retry_after == 30
+    assert a.fake.calls[code] == 1
+
+
+def test_no_retry_on_code_failure_or_422(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+    with Client(a.url) as client:
+        result = client.execute("#error")
+        assert result.status == "error" and not result.ok and result.stderr == "Boom"
+        with pytest.raises(BoxedHTTPError) as info:
+            client.execute("#422")
+        with pytest.raises(BoxedHTTPError) as empty:
+            client.execute("")
+    assert a.fake.calls["#error"] == 1 and a.fake.calls["#422"] == 1 and a.fake.calls[""] == 1
+    assert info.value.status_code == 422 and info.value.detail == "timeout above the maximum 30"
+    assert "maximum 30" in str(info.value)
+    assert "body.code: too short" in str(empty.value)  # pydantic detail lists made readable
+
+
+def test_read_timeout_is_derived_from_snippet_timeout(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    a = live[0]
+    with Client(**fast(a.url, read_timeout=0.2, read_margin=0.6, max_attempts=1)) as client:
+        with pytest.raises(BoxedUnavailable, match="ReadTimeout"):
+            client.execute("#sleep:0.5")
+        # The same wait with a snippet timeout: read timeout = 0.1 + 0.6 > 0.5.
+        assert client.execute("#sleep:0.5", timeout=0.1).ok
+
+
+# -------------------------------------------------------------------------- several URLs
+
+
+def test_dead_url_first_fails_over_to_live_one(
+    live: tuple[LiveServer, LiveServer], dead_url: str
+) -> None:
+    a = live[0]
+    with Client([dead_url, a.url], max_attempts=2) as client:
+        start = time.monotonic()
+        results = [client.execute(f"x{i}") for i in range(6)]
+        elapsed = time.monotonic() - start
+    assert all(r.ok and r.request_id == "a" for r in results)
+    assert sum(a.fake.calls.values()) == 6
+    assert elapsed < 1.0  # failover is immediate, no backoff
+
+
+def test_only_dead_urls_raise_unavailable(dead_url: str) -> None:
+    with Client(**fast(dead_url, max_attempts=3)) as client:
+        with pytest.raises(BoxedUnavailable, match="ConnectError.*attempt 3 of 3"):
+            client.execute("x")
+
+
+def test_async_dead_url_fails_over(live: tuple[LiveServer, LiveServer], dead_url: str) -> None:
+    b = live[1]
+
+    async def main() -> list[ExecuteResult]:
+        async with AsyncClient(f"{dead_url},{b.url}", max_attempts=2) as client:
+            return await client.execute_many([f"y{i}" for i in range(5)])
+
+    assert [r.request_id for r in asyncio.run(main())] == ["b"] * 5
+
+
+def test_round_robin_across_two_servers(live: tuple[LiveServer, LiveServer]) -> None:
+    a, b = live
+    with Client([a.url, b.url]) as client:
+        ids = [client.execute(f"z{i}").request_id for i in range(10)]
+    assert Counter(ids) == {"a": 5, "b": 5}
+    assert ids[:4] == ["a", "b", "a", "b"]
+
+
+def test_429_on_one_server_moves_to_the_other_at_once(live: tuple[LiveServer, LiveServer]) -> None:
+    a, b = live
+    code = f"#429:1:{key()}:30"
+    with Client([a.url, b.url]) as client:
+        start = time.monotonic()
+        result = client.execute(code)
+        # ``a`` asked for 30 s of quiet: the next calls go to ``b`` only.
+        later = [client.execute(f"w{i}").request_id for i in range(3)]
+    assert result.request_id == "b" and time.monotonic() - start < 1.0
+    assert later == ["b"] * 3
+
+
+# ---------------------------------------------------------------- concurrency and execute_many
+
+
+def test_concurrency_cap_respected(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+    with Client(a.url, max_concurrency=3) as client:
+        results = client.execute_many([f"#sleep:0.1:{i}" for i in range(12)])
+    assert len(results) == 12 and a.fake.max_in_flight == 3
+
+
+def test_async_concurrency_cap_respected(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+
+    async def main() -> None:
+        async with AsyncClient(a.url, max_concurrency=4) as client:
+            await asyncio.gather(*(client.execute(f"#sleep:0.1:{i}") for i in range(16)))
+
+    asyncio.run(main())
+    assert a.fake.max_in_flight == 4
+
+
+def test_execute_many_keeps_order_and_every_result(live: tuple[LiveServer, LiveServer]) -> None:
+    a, b = live
+    items: list[Any] = [f"#sleep:{0.05 * (i % 3)}:{i}" for i in range(9)]
+    items += [{"code": "d", "stdin": "in"}, ExecuteRequest(code="m", input="put")]
+    with Client([a.url, b.url]) as client:
+        results = client.execute_many(items)
+        assert [r.stdout for r in results[:9]] == [f"{item}\n" for item in items[:9]]
+        assert results[9].stdout == "d\nin" and results[10].stdout == "m\nput"
+
+        with pytest.raises(BoxedBatchError) as info:
+            client.execute_many(["one", "#422", "three"])
+        mixed = client.execute_many(["one", "#422", "three"], return_exceptions=True)
+        assert client.execute_many([]) == []
+    assert [type(r) for r in info.value.results] == [ExecuteResult, BoxedHTTPError, ExecuteResult]
+    assert [i for i, _ in info.value.errors] == [1] and "1 of 3 items failed" in str(info.value)
+    assert isinstance(mixed[1], BoxedHTTPError) and mixed[1].status_code == 422
+    assert [getattr(r, "stdout", None) for r in mixed] == ["one\n", None, "three\n"]
+
+
+def test_async_execute_many_errors(live: tuple[LiveServer, LiveServer]) -> None:
+    a = live[0]
+
+    async def main() -> list[ExecuteResult | BoxedError]:
+        async with AsyncClient(a.url) as client:
+            with pytest.raises(BoxedBatchError):
+                await client.execute_many(["#422"])
+            return await client.execute_many(["ok", "#422"], return_exceptions=True)
+
+    ok, err = asyncio.run(main())
+    assert isinstance(ok, ExecuteResult) and isinstance(err, BoxedHTTPError)
+
+
+def test_execute_many_rejects_unknown_item_types(live: tuple[LiveServer, LiveServer]) -> None:
+    with Client(live[0].url) as client:
+        with pytest.raises(TypeError, match="execute_many items"):
+            client.execute_many([42])  # type: ignore[list-item]
+    assert sum(live[0].fake.calls.values()) == 0
+
+
+def test_async_client_refuses_a_second_event_loop(live: tuple[LiveServer, LiveServer]) -> None:
+    client = AsyncClient(live[0].url)
+    first = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(client.health()) == {"status": "ok"}
+        with pytest.raises(BoxedError, match="another event loop"):
+            asyncio.run(client.health())
+        first.run_until_complete(client.aclose())
+    finally:
+        first.close()
+
+
+# ---------------------------------------------------------------------------------- readiness
+
+
+def test_wait_until_ready(live: tuple[LiveServer, LiveServer], dead_url: str) -> None:
+    a, b = live
+    a.fake.ready_at = time.monotonic() + 0.5
+    start = time.monotonic()
+    with Client([dead_url, a.url, b.url]) as client:
+        # One ready URL is enough by default: it returns while ``a`` is still starting.
+        assert client.wait_until_ready(timeout=5, interval=0.05) == [b.url]
+    with Client([a.url, b.url]) as client:
+        assert client.wait_until_ready(timeout=5, interval=0.05, all_urls=True) == [a.url, b.url]
+        assert time.monotonic() - start >= 0.45
+    with Client([dead_url, a.url]) as client:
+        with pytest.raises(BoxedUnavailable, match="not ready after 0.3 s.*ConnectError"):
+            client.wait_until_ready(timeout=0.3, interval=0.05, all_urls=True)
+
+
+def test_async_wait_until_ready(live: tuple[LiveServer, LiveServer], dead_url: str) -> None:
+    a = live[0]
+    a.fake.ready_at = time.monotonic() + 0.3
+
+    async def main() -> list[str]:
+        async with AsyncClient([dead_url, a.url]) as client:
+            return await client.wait_until_ready(timeout=5, interval=0.05)
+
+    start = time.monotonic()
+    assert asyncio.run(main()) == [a.url]
+    assert time.monotonic() - start >= 0.25
+
+
+# ---------------------------------------------------------------------------------- examples
+
+
+def _load_example(name: str) -> ModuleType:
+    """Examples are scripts, not a package: load one from its file."""
+    path = Path(__file__).resolve().parent.parent / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"boxed_example_{name}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_exec_tool_example(
+    live: tuple[LiveServer, LiveServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exec_tool = _load_example("exec_tool")
+    a = live[0]
+
+    async def main() -> list[str]:
+        monkeypatch.setattr(exec_tool, "_client", AsyncClient(a.url))
+        calls = [
+            {"name": "python_interpreter", "arguments": {"code": "print(1)"}},
+            {"name": "python_interpreter", "arguments": '{"code": "#error"}'},
+            {"name": "calculator", "arguments": {"expr": "6*7"}},
+            {"name": "calculator", "arguments": {"expr": "1/0"}},
+            {"name": "python_interpreter", "arguments": {"code": ""}},
+            {"name": "browser", "arguments": {}},
+        ]
+        try:
+            return [await exec_tool._exec_tool(call) for call in calls]
+        finally:
+            await exec_tool._client.aclose()
+
+    out = asyncio.run(main())
+    assert (
+        out[0] == '<tool_response>{"stdout": "print(1)\\n", "result": "print(1)"}</tool_response>'
+    )
+    assert '"status": "error"' in out[1] and '"stderr": "Boom"' in out[1]
+    assert out[2] == '<tool_response>{"value": 42}</tool_response>'
+    assert '"error": "ZeroDivisionError' in out[3]
+    assert '"error": "' in out[4] and "too short" in out[4]
+    assert "unknown tool" in out[5]
+
+
+def test_trl_reward_example() -> None:
+    pytest.importorskip("scorer.equivalence", reason="the scorer's equivalence engine is absent")
+    trl_reward = _load_example("trl_reward")
+    completions: list[Any] = [
+        "<think>2+2</think> The answer is \\boxed{4}.",
+        [{"role": "assistant", "content": "<think>hm</think> \\boxed{\\frac{1}{2}}"}],
+        "\\boxed{5}",
+        "no box at all",
+    ]
+    golds = ["4", "0.5", 4, "1"]
+    assert trl_reward.reward(completions, golds) == [1.0, 1.0, 0.0, 0.0]
+    interleaved = trl_reward.make_reward("interleaved")
+    assert interleaved.__name__ == "boxed_interleaved_reward"
+    assert interleaved(["\\boxed{4}", "<think>x</think>\\boxed{4}"], [4, 4]) == [-1.0, 1.0]
+    assert trl_reward.reward([[{"role": 3}]], ["1"]) == [None]  # ungradable -> no reward
+
+
+# ------------------------------------------------------------------- the real service (Docker)
+
+
+@pytest.mark.docker
+def test_real_service_execute(boxed_service: str) -> None:
+    with Client(boxed_service) as client:
+        client.wait_until_ready(timeout=60)
+        result = client.execute("print(1+1)")
+        assert result.ok and result.output == "2\n" and result.exit_code == 0
+        failed = client.execute("raise SystemExit(3)")
+        assert failed.status == "error" and failed.exit_code == 3
+        many = client.execute_many([f"print({i}*{i})" for i in range(8)])
+        assert [r.stdout for r in many] == [f"{i * i}\n" for i in range(8)]
+
+
+@pytest.mark.docker
+def test_real_service_timeout_is_a_result_not_a_retry(boxed_service: str) -> None:
+    with Client(boxed_service) as client:
+        start = time.monotonic()
+        result = client.execute("import time\nprint('hi', flush=True)\ntime.sleep(30)", timeout=1)
+        elapsed = time.monotonic() - start
+    assert result.status == "timeout" and result.stdout == "hi\n"
+    assert elapsed < 10  # one attempt, not several
+
+
+@pytest.mark.docker
+def test_real_service_calculate_and_caller_errors(boxed_service: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(boxed_service) as client:
+            assert (await client.calculate("2**10")).value == 1024
+            bad = await client.calculate("().__class__.__bases__[0].__subclasses__()")
+            assert bad.value is None and bad.error
+            with pytest.raises(BoxedHTTPError) as info:
+                await client.execute("print(1)", timeout=10_000)
+            assert info.value.status_code == 422
+
+    asyncio.run(main())
+
+
+@pytest.mark.docker
+def test_real_service_score(boxed_service: str) -> None:
+    with Client(boxed_service) as client:
+        right = client.score(response="<think>half</think> \\boxed{\\frac{1}{2}}", answer="0.5")
+        wrong = client.score(response="\\boxed{3}", answer=4, preset="interleaved")
+        batch = client.score_many([{"response": "\\boxed{7}", "answer": 7}, {"response": "x"}])
+    assert right.correct and right.reward == 1.0 and right.status == "correct"
+    assert wrong.reward == -1.0 and wrong.status == "format_error"
+    assert [r.status for r in batch.results] == ["correct", "error"]
+
+
+@pytest.mark.docker
+def test_real_service_exec_tool(boxed_service: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    exec_tool = _load_example("exec_tool")
+
+    async def main() -> list[str]:
+        monkeypatch.setattr(exec_tool, "_client", AsyncClient(boxed_service))
+        text = (
+            '<tool_call>{"name": "python_interpreter", "arguments": {"code": "print(2**10)"}}'
+            '</tool_call><tool_call>{"name": "calculator", "arguments": {"expr": "sqrt(16)"}}'
+            "</tool_call><tool_call>not json</tool_call>"
+        )
+        try:
+            return await exec_tool.answer_tool_calls(text)
+        finally:
+            await exec_tool._client.aclose()
+
+    code, calc, bad = asyncio.run(main())
+    assert code == '<tool_response>{"stdout": "1024\\n", "result": "1024"}</tool_response>'
+    assert calc == '<tool_response>{"value": 4.0}</tool_response>'
+    assert "not a JSON object" in bad
