@@ -30,13 +30,31 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _build_image(args: argparse.Namespace) -> int:
-    from .image import build_sandbox_image
+    from .image import build_sandbox_image, build_server_image
     from .settings import Settings
 
     tag = args.tag or Settings().sandbox_image
     build_sandbox_image(tag, offline=args.offline, base=args.base)
     print(f"built {tag}")
+    if args.server:
+        server = build_server_image(offline=args.offline, base=args.base)
+        print(f"built {server}")
     return 0
+
+
+def _healthcheck(args: argparse.Namespace) -> int:
+    """Exit 0 when the local service is ready (for container healthchecks)."""
+    import urllib.request
+
+    from .settings import Settings
+
+    url = f"http://127.0.0.1:{Settings().port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as response:
+            return 0 if response.status == 200 else 1
+    except OSError as exc:
+        print(f"not ready: {exc}", file=sys.stderr)
+        return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,9 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     image.add_argument("--offline", action="store_true", help="base from Debian packages")
     image.add_argument("--base", default=None, help="base image (build argument BASE)")
     image.add_argument("--tag", default=None, help="default BOXED_SANDBOX_IMAGE")
+    image.add_argument("--server", action="store_true", help="also build boxed-server:latest")
+    health = sub.add_parser("healthcheck", help="exit 0 when the local service is ready")
+    health.add_argument("--timeout", type=float, default=3.0)
     args = parser.parse_args(argv)
     if args.command == "build-image":
         return _build_image(args)
+    if args.command == "healthcheck":
+        return _healthcheck(args)
     return _serve(args)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
@@ -84,3 +86,33 @@ def build_sandbox_image(tag: str, *, offline: bool = False, base: str | None = N
         if not image_exists(base):
             build_offline_base(base)
     return build("sandbox", tag, base=base)
+
+
+SERVER_IMAGE = "boxed-server:latest"
+WHEELS_DIR = DOCKER_DIR / "server" / "wheels"
+
+
+def download_wheels(python_version: str = "3.11") -> Path:
+    """Fetch wheels of the service's dependencies on this host, for an image built offline."""
+    project = tomllib.loads((DOCKER_DIR.parent / "pyproject.toml").read_text())["project"]
+    requirements = [*project["dependencies"], "setuptools>=68", "wheel"]
+    WHEELS_DIR.mkdir(parents=True, exist_ok=True)
+    _run(
+        [
+            sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+            "--python-version", python_version, "-d", str(WHEELS_DIR), *requirements,
+        ]
+    )  # fmt: skip
+    return WHEELS_DIR
+
+
+def build_server_image(
+    tag: str = SERVER_IMAGE, *, offline: bool = False, base: str | None = None
+) -> str:
+    """Build the service image; offline, on the Debian base with wheels from this host."""
+    if offline:
+        base = base or OFFLINE_BASE
+        if not image_exists(base):
+            build_offline_base(base)
+        download_wheels()
+    return build("server", tag, base=base)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     retry_after: int = Field(default=1, ge=1, description="Seconds in Retry-After answers.")
     reap_interval: float = Field(default=30.0, gt=0)
     docker_check_interval: float = Field(default=2.0, gt=0)
+
+    @field_validator("api_key", "runtime", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value  # compose passes unset variables as ""
 
     @model_validator(mode="after")
     def _defaults_within_maxima(self) -> Settings:
