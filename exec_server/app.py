@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
@@ -111,6 +112,17 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
             status_code=status,
             headers={"Retry-After": str(settings.retry_after)},
         )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the offending input, which cannot always be rendered
+        # (NaN, lone surrogates): answer with where and why only, never a 500.
+        detail = [
+            {"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")}
+            for e in exc.errors()
+        ]
+        metrics.REQUESTS.labels(request.url.path, "422").inc()
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(RequestError)
     async def _request_error(request: Request, exc: RequestError) -> JSONResponse:

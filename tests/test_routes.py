@@ -122,3 +122,18 @@ def test_score_routes(boxed_service: str) -> None:
     assert bad.status_code == 422 and "gold" in bad.json()["detail"]
     bad = httpx.post(f"{boxed_service}/score", json={**one, "preset": "nope"}, timeout=30)
     assert bad.status_code == 422
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"code": "print(\\"\\ud800\\")"}',  # lone surrogate
+        b'{"code": "print(1)", "timeout": NaN}',
+        b'{"code": "print(1)", "memory_mb": 1e400}',  # infinity
+    ],
+)
+def test_unrenderable_invalid_input_is_422_not_500(app_client: TestClient, content: bytes) -> None:
+    # Regression (B6-1): the default handler echoed the input and crashed rendering it.
+    r = app_client.post("/execute", content=content, headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"][0] == "body"
