@@ -27,7 +27,9 @@ class Admission:
         """Hold one running slot; yields how long the wait for it took (seconds)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        if self._slots.locked() and self.waiting >= self.max_queue:
+        # Count, don't ask the semaphore: in a burst no acquire has run yet when the next
+        # request arrives. Check and increment happen with no await in between.
+        if self.running + self.waiting >= self.max_running + self.max_queue:
             raise Overloaded(f"queue full ({self.max_queue} waiting)")
         self.waiting += 1
         metrics.QUEUED.inc()

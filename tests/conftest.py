@@ -7,19 +7,13 @@ on a developer machine, but fail loudly when ``CI`` is set: CI must never go gre
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
-import httpx
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-IMAGE = os.environ.get("BOXED_SANDBOX_IMAGE", "boxed-sandbox:latest")
+from exec_server.testing import IMAGE, REPO, ServiceProcess, free_port, instance_containers
+
+__all__ = ["IMAGE", "REPO", "ServiceProcess", "free_port", "instance_containers"]
 
 
 def docker_problem() -> str | None:
@@ -50,74 +44,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "docker" in item.keywords:
             item.add_marker(skip)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def instance_containers(instance: str) -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=boxed.instance={instance}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.split()
-
-
-class ServiceProcess:
-    """A real ``python -m exec_server`` on a free loopback port."""
-
-    def __init__(self, **env: str) -> None:
-        self.instance = f"test-{uuid.uuid4().hex[:8]}"
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "BOXED_INSTANCE": self.instance,
-            "BOXED_POOL_SIZE": "4",
-            "BOXED_SANDBOX_IMAGE": IMAGE,
-            **env,
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = Path(f"/tmp/boxed-{self.instance}.log")
-
-    def start(self, ready_timeout: float = 120.0, probe: str = "/readyz") -> ServiceProcess:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "exec_server", "--port", str(self.port)],
-            cwd=REPO,
-            env=self.env,
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        self.wait_ready(ready_timeout, probe)
-        return self
-
-    def wait_ready(self, timeout: float, probe: str = "/readyz") -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(f"{self.url}{probe}", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"service not ready in {timeout} s:\n{self.log.read_text()[-3000:]}")
-
-    def stop(self, timeout: float = 60.0) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="session")
