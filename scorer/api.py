@@ -1,0 +1,166 @@
+"""What the service's ``POST /score`` and ``POST /score/batch`` routes call: dict in, dict out.
+
+Both are blocking (the equivalence check may take up to ``timeout`` seconds per answer), so the
+route runs them off the event loop. A caller mistake raises ``ValueError`` with a message fit
+for a 4xx answer; anything about one item of a batch becomes that item's ``error`` row instead,
+so one bad item never fails the others. Result rows have exactly the keys of a CLI output line
+(:data:`scorer.grading.ROW_KEYS`); ``file`` is always ``None`` and ``line`` is the item's
+1-based position in a batch (``None`` for ``/score``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scorer.grading import (
+    DEFAULT_TIMEOUT,
+    GradeOptions,
+    error_row,
+    grade_record,
+    grade_trajectory,
+    summarize,
+)
+from scorer.rewards import RewardConfig, reward_config
+from scorer.trajectories import parse_record
+
+MAX_TIMEOUT = 30.0
+MAX_BATCH_ITEMS = 1000
+_OPTION_KEYS = ("preset", "timeout", "rewards")
+
+
+class ScoreRow(BaseModel):
+    """One graded trajectory (one rollout of an Atropos group)."""
+
+    id: str | int | None
+    group: str | int | None
+    index: int | None
+    file: str | None
+    line: int | None
+    format: str | None
+    reward: float | None
+    correct: bool
+    pred: str | None
+    gold: Any
+    status: str
+    reasons: list[str]
+    tool_calls: int
+    env_reward: float | None
+    error: str | None
+
+
+class ScoreBatchRequest(BaseModel):
+    """Body of ``POST /score/batch``; each item is one trajectory record in any supported
+    format, with its gold inside, and may carry its own ``preset``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[dict[str, Any]] = Field(max_length=MAX_BATCH_ITEMS)
+    preset: str | None = Field(default=None, description="'binary' (default) or 'interleaved'")
+    timeout: float | None = Field(default=None, description="Seconds per answer check.")
+    rewards: dict[str, float] | None = Field(
+        default=None,
+        description="Overrides: correct_reward, wrong_reward, format_reward, tool_bonus, "
+        "timeout_reward.",
+    )
+
+
+class ScoreBatchResponse(BaseModel):
+    results: list[ScoreRow]
+    summary: dict[str, Any]
+
+
+def _options(body: Mapping[str, Any], *, default_preset: str | None = None) -> GradeOptions:
+    """Grading options from the ``preset``/``timeout``/``rewards`` keys; ``ValueError`` when
+    one is invalid."""
+    preset = body.get("preset", default_preset) or "binary"
+    if not isinstance(preset, str):
+        raise ValueError("'preset' must be a string: 'binary' or 'interleaved'")
+    rewards = body.get("rewards") or {}
+    if isinstance(rewards, list):
+        rewards = {}  # a trace's own per-step rewards, not reward settings
+    if not isinstance(rewards, Mapping):
+        raise ValueError("'rewards' must be an object of reward values")
+    cfg: RewardConfig = reward_config(preset, **dict(rewards))
+    timeout = body.get("timeout")
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or not 0 < timeout <= MAX_TIMEOUT
+    ):
+        raise ValueError(f"'timeout' must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
+    return GradeOptions(rewards=cfg, timeout=float(timeout))
+
+
+def score(body: Any) -> dict[str, Any]:
+    """Grade one trajectory: any supported record with its gold inside, e.g.
+    ``{"response": "...\\boxed{42}", "answer": 42, "preset": "interleaved"}``.
+
+    Returns one result row. Raises ``ValueError`` (-> 4xx) for a body that is not an object,
+    an unknown preset or reward setting, a bad timeout, a record in no known format, a record
+    without gold, or an Atropos group (several rollouts: send it to :func:`score_batch`).
+    A verify timeout is a row with status ``timeout``, not an exception.
+    """
+    if not isinstance(body, Mapping):
+        raise ValueError("the body must be a JSON object holding one trajectory")
+    options = _options(body)
+    traj = parse_record(body)
+    if traj.group:
+        raise ValueError(
+            f"this is an Atropos group of {len(traj.rollouts)} rollouts: "
+            "send it as one item of POST /score/batch"
+        )
+    if traj.gold is None:
+        raise ValueError(
+            "no gold answer: add 'answer' (or expected_answer, gold, ground_truth, solution, "
+            "label, reward_model.ground_truth)"
+        )
+    return grade_trajectory(traj, options)[0]
+
+
+def score_batch(body: Any) -> dict[str, Any]:
+    """Grade many trajectories: ``{"items": [...], "preset"?, "timeout"?, "rewards"?}`` ->
+    ``{"results": [row, ...], "summary": {...}}``, rows in item order (an Atropos group item
+    gives one row per rollout).
+
+    Raises ``ValueError`` (-> 4xx) only for the envelope: not an object, ``items`` not a list
+    or longer than :data:`MAX_BATCH_ITEMS`, unknown top-level keys, or invalid batch-level
+    options. A bad item (not an object, unknown format, no gold, bad per-item ``preset``)
+    becomes an ``error`` row with a message.
+    """
+    if not isinstance(body, Mapping):
+        raise ValueError('the body must be a JSON object: {"items": [...]}')
+    unknown = sorted(set(body) - {"items", *_OPTION_KEYS})
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}: expected items, preset, timeout, rewards")
+    items = body.get("items")
+    if not isinstance(items, list):
+        raise ValueError("'items' must be a list of trajectory records")
+    if len(items) > MAX_BATCH_ITEMS:
+        raise ValueError(f"at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}")
+    options = _options(body)
+    rows: list[dict[str, Any]] = []
+    for n, item in enumerate(items, 1):
+        item_options = options
+        if isinstance(item, Mapping) and item.get("preset") not in (None, options.rewards.preset):
+            try:
+                item_options = _options(
+                    {**body, "preset": item["preset"]}, default_preset=options.rewards.preset
+                )
+            except ValueError as e:
+                rows.append(_item_error(str(e), item, n))
+                continue
+        rows.extend(grade_record(item, item_options, line=n))
+    return {"results": rows, "summary": summarize(rows, options.rewards)}
+
+
+def _item_error(message: str, item: Any, n: int) -> dict[str, Any]:
+    rid = item.get("id") if isinstance(item, Mapping) else None
+    rid = rid if isinstance(rid, str | int) and not isinstance(rid, bool) else n
+    return error_row(message, id=rid, line=n)

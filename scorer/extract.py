@@ -1,0 +1,159 @@
+"""Find the model's final answer in the text it wrote.
+
+Two rules matter for rewards: a ``\\boxed{...}`` is read with brace matching (the seed's
+``\\boxed\\{([^}]*)\\}`` regex cut ``\\boxed{\\tfrac{1}{3}}`` short), and only text the
+assistant wrote counts. Environments splice ``<tool_response>`` blocks (tool output) into the
+assistant turn, and ``<tool_call>`` blocks hold code, so both blocks' contents are masked before
+any answer or ``</think>`` is looked for: a program that prints ``\\boxed{5}`` is no answer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Which = Literal["first", "last"]
+
+THINK_CLOSE = "</think>"
+
+# A closed tool block; its contents are masked but its tags stay so format rules can see them.
+_TOOL_BLOCK = re.compile(
+    r"<(?P<tag>tool_call|tool_response)\b[^>]*>.*?</(?P=tag)\s*>", re.DOTALL | re.IGNORECASE
+)
+# \boxed or \fbox not followed by another letter (``\boxedx`` is a different command).
+_BOX_CMD = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+_TRAILING_PUNCT = ".,;:"
+
+
+def mask_tool_blocks(text: str) -> str:
+    """Return ``text`` with the contents of every closed ``<tool_call>``/``<tool_response>``
+    block removed, keeping empty ``<tool_call></tool_call>`` tags in their place.
+
+    An unclosed opening tag is left as it is: it is no block, but rules that look for the tag
+    (tool calls after ``</think>``) still see it.
+    """
+    return _TOOL_BLOCK.sub(lambda m: f"<{m['tag'].lower()}></{m['tag'].lower()}>", text)
+
+
+def _matching_brace(text: str, open_pos: int) -> int | None:
+    """Index of the ``}`` closing the ``{`` at ``open_pos``; ``None`` when it never closes.
+
+    A backslash escapes the next character, so ``\\{`` and ``\\}`` do not count and ``\\\\``
+    is one unit.
+    """
+    depth = 0
+    i = open_pos
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _unwrap(content: str) -> str:
+    """``\\boxed{\\boxed{5}}`` -> ``5``: a box whose whole content is one box."""
+    while True:
+        m = _BOX_CMD.match(content)
+        if m is None:
+            return content
+        i = m.end()
+        while i < len(content) and content[i].isspace():
+            i += 1
+        if i >= len(content) or content[i] != "{":
+            return content
+        close = _matching_brace(content, i)
+        if close != len(content) - 1:
+            return content
+        content = content[i + 1 : close].strip()
+
+
+def find_boxes(text: str) -> list[str | None]:
+    """Every box in ``text`` in order: its stripped contents, or ``None`` for an empty or
+    unclosed box.
+
+    Forms: ``\\boxed{...}``, ``\\fbox{...}``, ``\\boxed {...}`` and the space form
+    ``\\boxed 5`` (one token up to whitespace or ``$``, trailing ``.,;:`` dropped).
+    An unclosed box swallows the rest of the text, so it is always the last one found.
+    """
+    boxes: list[str | None] = []
+    pos = 0
+    while True:
+        m = _BOX_CMD.search(text, pos)
+        if m is None:
+            return boxes
+        i = m.end()
+        n = len(text)
+        while i < n and text[i].isspace():
+            i += 1
+        if i < n and text[i] == "{":
+            close = _matching_brace(text, i)
+            if close is None:
+                boxes.append(None)
+                return boxes
+            boxes.append(_unwrap(text[i + 1 : close].strip()) or None)
+            pos = close + 1
+        elif i > m.end() and i < n:
+            j = i
+            while j < n and not text[j].isspace() and text[j] != "$":
+                j += 1
+            token = text[i:j].rstrip(_TRAILING_PUNCT)
+            boxes.append(token or None)
+            pos = j
+        else:
+            # ``\boxed`` at the end of the text, or glued to a non-brace (``\boxed\frac..``).
+            boxes.append(None)
+            pos = m.end()
+
+
+def after_think(text: str, *, which: Which = "last") -> str | None:
+    """The text after the first or last ``</think>``; ``None`` when there is none."""
+    idx = text.find(THINK_CLOSE) if which == "first" else text.rfind(THINK_CLOSE)
+    if idx < 0:
+        return None
+    return text[idx + len(THINK_CLOSE) :]
+
+
+def extract_answer(
+    text: str,
+    *,
+    which: Which = "last",
+    only_after_think: bool = True,
+    mask_tools: bool = True,
+) -> str | None:
+    """The model's boxed answer, or ``None`` when it gave none.
+
+    ``which`` picks the first or last box. With ``only_after_think`` the search starts after
+    the last ``</think>`` when the text has one (boxes inside the reasoning are drafts); text
+    without ``</think>`` is searched whole. ``mask_tools`` ignores tool call and tool response
+    contents (see :func:`mask_tool_blocks`). An empty or unclosed chosen box is ``None``.
+    """
+    if mask_tools:
+        text = mask_tool_blocks(text)
+    if only_after_think:
+        tail = after_think(text, which="last")
+        if tail is not None:
+            text = tail
+    boxes = find_boxes(text)
+    if not boxes:
+        return None
+    return boxes[0] if which == "first" else boxes[-1]
+
+
+def last_boxed_or_text(value: str) -> str:
+    """The gold answer inside a reference solution: its last box when it has one, else the
+    part after a GSM8K-style ``####`` marker, else the text itself (stripped)."""
+    boxes = [b for b in find_boxes(value) if b is not None]
+    if boxes:
+        return boxes[-1]
+    if "####" in value:
+        return value.rsplit("####", 1)[1].strip()
+    return value.strip()

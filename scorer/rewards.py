@@ -1,0 +1,234 @@
+"""Reward presets: turn one assistant text and a gold answer into a reward and a status.
+
+A preset fixes which box is the answer and what the format rules are; the reward values are
+overridable. Statuses are exact so a training run can tell a wrong answer from a grader
+problem: ``timeout`` (the equivalence check ran out of time) is never reported as
+``incorrect``.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from scorer.extract import THINK_CLOSE, extract_answer, find_boxes, mask_tool_blocks
+from scorer.verdict import Verdict
+
+Preset = Literal["binary", "interleaved"]
+PRESETS: tuple[str, ...] = ("binary", "interleaved")
+Status = Literal["correct", "incorrect", "no_answer", "format_error", "timeout", "error"]
+STATUSES: tuple[str, ...] = typing.get_args(Status)
+
+Gold = str | int | float
+VerifyFn = Callable[..., Verdict]
+
+# Verdict reasons that are not a judgement of the answer (see scorer.verdict.Reason).
+VERDICT_ERROR = "error"
+VERDICT_EMPTY = "empty"
+
+_TOOL_OPEN = re.compile(r"<tool_call\b", re.IGNORECASE)
+_RESPONSE_OPEN = re.compile(r"<tool_response\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Reward values of one preset. ``timeout_reward`` is paid when the equivalence check
+    timed out (status ``timeout``); by default it equals ``wrong_reward``."""
+
+    preset: Preset = "binary"
+    correct_reward: float = 1.0
+    wrong_reward: float = 0.0
+    format_reward: float = 0.0
+    tool_bonus: float = 0.0
+    timeout_reward: float | None = None
+
+    @property
+    def timeout_value(self) -> float:
+        return self.wrong_reward if self.timeout_reward is None else self.timeout_reward
+
+
+_DEFAULTS: dict[str, RewardConfig] = {
+    "binary": RewardConfig("binary", 1.0, 0.0, 0.0, 0.0),
+    "interleaved": RewardConfig("interleaved", 1.0, -1.0, -1.0, 0.2),
+}
+
+
+def reward_config(preset: str = "binary", **overrides: float | None) -> RewardConfig:
+    """The preset's default rewards with the non-``None`` ``overrides`` applied.
+
+    Raises ``ValueError`` for an unknown preset or override name, or a non-finite value.
+    """
+    if preset not in _DEFAULTS:
+        raise ValueError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    allowed = {"correct_reward", "wrong_reward", "format_reward", "tool_bonus", "timeout_reward"}
+    changes: dict[str, float] = {}
+    for name, value in overrides.items():
+        if name not in allowed:
+            raise ValueError(f"unknown reward setting {name!r}: choose from {sorted(allowed)}")
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if value in (float("inf"), float("-inf")):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        changes[name] = float(value)
+    return replace(_DEFAULTS[preset], **changes)
+
+
+@dataclass
+class Outcome:
+    """What one trajectory earned. ``reasons`` are stable codes, audit-friendly."""
+
+    reward: float | None
+    status: Status
+    pred: str | None
+    correct: bool
+    reasons: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def count_tool_calls(text: str) -> int:
+    """Number of tool calls the assistant made (opening ``<tool_call`` tags outside tool
+    blocks; structured calls are rendered as such tags when a trace is read)."""
+    return len(_TOOL_OPEN.findall(mask_tool_blocks(text)))
+
+
+def _answered_call(masked: str) -> bool:
+    """Whether some ``<tool_call`` in ``masked`` is followed by a ``<tool_response``."""
+    first_call = _TOOL_OPEN.search(masked)
+    return first_call is not None and _RESPONSE_OPEN.search(masked, first_call.end()) is not None
+
+
+def _check(
+    pred: str,
+    gold: Gold | Sequence[Gold],
+    verify: VerifyFn,
+    timeout: float,
+) -> Verdict:
+    """Compare ``pred`` with the gold, or with each acceptable gold in turn (any match wins;
+    a timeout is reported only when no gold matched)."""
+    golds = list(gold) if isinstance(gold, list | tuple) else [gold]
+    timed_out: Verdict | None = None
+    last: Verdict | None = None
+    for g in golds:
+        verdict = verify(pred, g, timeout=timeout)
+        if verdict.correct:
+            return verdict
+        if verdict.timed_out and timed_out is None:
+            timed_out = verdict
+        last = verdict
+    if timed_out is not None:
+        return timed_out
+    assert last is not None
+    return last
+
+
+def _judge(
+    pred: str,
+    gold: Gold | Sequence[Gold],
+    cfg: RewardConfig,
+    verify: VerifyFn,
+    timeout: float,
+    bonus: bool,
+) -> Outcome:
+    verdict = _check(pred, gold, verify, timeout)
+    reasons = [verdict.reason]
+    if verdict.correct:
+        reward = cfg.correct_reward
+        if bonus and cfg.tool_bonus:
+            reward += cfg.tool_bonus
+            reasons.append("tool_bonus")
+        return Outcome(reward, "correct", pred, True, reasons)
+    if verdict.timed_out:
+        return Outcome(cfg.timeout_value, "timeout", pred, False, reasons, verdict.detail or None)
+    if verdict.reason == VERDICT_ERROR:
+        # The checker itself failed (crashed worker): no verdict on the model, so no reward.
+        return Outcome(None, "error", pred, False, reasons, verdict.detail or "verify failed")
+    if verdict.reason == VERDICT_EMPTY:
+        # A box with nothing in it once normalised (``\boxed{\quad}``) is no answer.
+        return Outcome(cfg.wrong_reward, "no_answer", pred, False, reasons)
+    return Outcome(cfg.wrong_reward, "incorrect", pred, False, reasons)
+
+
+def score_binary(
+    text: str,
+    gold: Gold | Sequence[Gold],
+    cfg: RewardConfig,
+    *,
+    verify: VerifyFn,
+    timeout: float = 5.0,
+) -> Outcome:
+    """``binary``: the last box after the last ``</think>`` (whole text when there is none);
+    right -> ``correct_reward``, anything else -> ``wrong_reward``. ``tool_bonus`` (0 by
+    default) is added to a right answer when a tool call anywhere was answered."""
+    pred = extract_answer(text, which="last", only_after_think=True)
+    if pred is None:
+        return Outcome(cfg.wrong_reward, "no_answer", None, False, ["no_box"])
+    return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(mask_tool_blocks(text)))
+
+
+def score_interleaved(
+    text: str,
+    gold: Gold | Sequence[Gold],
+    cfg: RewardConfig,
+    *,
+    verify: VerifyFn,
+    timeout: float = 5.0,
+) -> Outcome:
+    """``interleaved``: the seed environment's rules, in order.
+
+    1. No ``</think>`` -> ``format_reward`` (``missing_think_close``).
+    2. ``<tool_call`` or ``<tool_response`` after the (first) ``</think>`` -> ``format_reward``.
+    3. Answer = FIRST box after ``</think>``; none -> ``wrong_reward`` (``no_answer``).
+    4. Right -> ``correct_reward``, plus ``tool_bonus`` when a ``<tool_call>`` inside the think
+       block was followed by a ``<tool_response>``; wrong -> ``wrong_reward``.
+
+    Like the seed, the split is at the first ``</think>``. Tool block contents are masked first,
+    so a ``</think>`` printed by a tool or written inside tool-call code does not count.
+    """
+    masked = mask_tool_blocks(text)
+    end = masked.find(THINK_CLOSE)
+    if end < 0:
+        return Outcome(cfg.format_reward, "format_error", None, False, ["missing_think_close"])
+    head, tail = masked[:end], masked[end + len(THINK_CLOSE) :]
+    if _TOOL_OPEN.search(tail) or _RESPONSE_OPEN.search(tail):
+        return Outcome(cfg.format_reward, "format_error", None, False, ["tool_tag_after_think"])
+    boxes = find_boxes(tail)
+    pred = boxes[0] if boxes else None
+    if pred is None:
+        return Outcome(cfg.wrong_reward, "no_answer", None, False, ["no_box"])
+    return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(head))
+
+
+def score_text(
+    text: str,
+    gold: Gold | Sequence[Gold],
+    cfg: RewardConfig | None = None,
+    *,
+    verify: VerifyFn | None = None,
+    timeout: float = 5.0,
+) -> Outcome:
+    """Apply ``cfg``'s preset to one assistant text. ``verify`` defaults to
+    :func:`scorer.equivalence.verify` (imported on first use: it pulls in sympy)."""
+    cfg = cfg or _DEFAULTS["binary"]
+    if verify is None:
+        from scorer.equivalence import verify as real_verify
+
+        verify = real_verify
+    scorer = score_interleaved if cfg.preset == "interleaved" else score_binary
+    return scorer(text, gold, cfg, verify=verify, timeout=timeout)
+
+
+def describe(cfg: RewardConfig) -> dict[str, Any]:
+    """The effective reward settings, for summaries and logs."""
+    return {
+        "preset": cfg.preset,
+        "correct_reward": cfg.correct_reward,
+        "wrong_reward": cfg.wrong_reward,
+        "format_reward": cfg.format_reward,
+        "tool_bonus": cfg.tool_bonus,
+        "timeout_reward": cfg.timeout_value,
+    }

@@ -1,0 +1,355 @@
+"""End to end: ``python -m scorer`` in a subprocess, and the HTTP scoring functions, both with
+the real equivalence engine. Expected rows come from the preset rules applied by hand to the
+fixtures in tests/data/traces/ (each fixture line says what it tests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scorer import api
+
+TRACES = Path(__file__).parent / "data" / "traces"
+ROOT = Path(__file__).resolve().parents[1]
+
+# flat.jsonl, line by line: (id, binary status, binary reward, interleaved status, reward)
+FLAT = [
+    ("flat-1", "correct", 1.0, "correct", 1.2),  # answered tool call in think
+    ("flat-2", "correct", 1.0, "correct", 1.2),  # \tfrac{1}{3} vs solution's \frac13
+    ("flat-3", "correct", 1.0, "format_error", -1.0),  # no </think>
+    ("flat-4", "correct", 1.0, "format_error", -1.0),  # tool call after </think>
+    ("flat-5", "incorrect", 0.0, "incorrect", -1.0),  # right value only in tool output
+    ("flat-6", "no_answer", 0.0, "no_answer", -1.0),  # box only inside think
+    ("flat-7", "correct", 1.0, "incorrect", -1.0),  # first box 3, last box 4
+    (8, "correct", 1.0, "format_error", -1.0),  # verl record without id, no </think>
+    ("flat-9", "correct", 1.0, "correct", 1.0),  # GSM8K "#### 72" gold
+]
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scorer", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=TRACES,
+        timeout=120,
+    )
+
+
+def split(stdout: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Result rows and the ``{"summary": ...}`` line (every stdout line must be JSON)."""
+    objs = [json.loads(line) for line in stdout.splitlines()]
+    summary = [o["summary"] for o in objs if "summary" in o]
+    rows = [o for o in objs if "summary" not in o]
+    assert len(summary) <= 1
+    return rows, summary[0] if summary else None
+
+
+def test_grade_binary_rows_and_summary() -> None:
+    proc = run("grade", "flat.jsonl", "--preset", "binary", "-j", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows, s = split(proc.stdout)
+    assert [(r["id"], r["status"], r["reward"]) for r in rows] == [
+        (i, st, rw) for i, st, rw, _, _ in FLAT
+    ]
+    assert [r["line"] for r in rows] == list(range(1, 10))
+    assert rows[0]["pred"] == "20" and rows[0]["gold"] == "20" and rows[0]["correct"] is True
+    assert [r["tool_calls"] for r in rows] == [1, 1, 0, 1, 1, 0, 0, 0, 0]
+    assert s is not None
+    assert (s["count"], s["correct"], s["errors"], s["timeouts"]) == (9, 7, 0, 0)
+    assert s["accuracy"] == pytest.approx(7 / 9)
+    assert s["mean_reward"] == pytest.approx(7 / 9)
+    assert s["no_answer_rate"] == pytest.approx(1 / 9)
+    assert s["format_error_rate"] == 0.0
+    assert s["tool_use_rate"] == pytest.approx(4 / 9)
+    assert s["rewards"]["preset"] == "binary"
+    assert proc.stderr == ""  # --json: nothing for humans to say
+
+
+def test_grade_interleaved_rows() -> None:
+    proc = run("grade", "flat.jsonl", "--preset", "interleaved", "-j", "1", "--json")
+    rows, s = split(proc.stdout)
+    assert [(r["status"], r["reward"]) for r in rows] == [
+        (st, pytest.approx(rw)) for _, _, _, st, rw in FLAT
+    ]
+    assert rows[0]["reasons"][-1] == "tool_bonus"
+    assert s is not None
+    assert s["mean_reward"] == pytest.approx((1.2 + 1.2 + 1.0 - 6) / 9)
+    assert s["format_error_rate"] == pytest.approx(3 / 9)
+
+
+def test_reward_flags_override_preset_values() -> None:
+    proc = run(
+        "grade",
+        "flat.jsonl",
+        "--preset=interleaved",
+        "--correct-reward=2",
+        "--wrong-reward=0",
+        "--format-reward=-0.5",
+        "--tool-bonus=0.5",
+        "-j1",
+    )
+    rows, _ = split(proc.stdout)
+    assert [r["reward"] for r in rows] == [2.5, 2.5, -0.5, -0.5, 0.0, 0.0, 0.0, -0.5, 2.0]
+
+
+def test_table_summary_goes_to_stderr() -> None:
+    proc = run("grade", "flat.jsonl", "-j", "1")
+    rows, s = split(proc.stdout)
+    assert len(rows) == 9 and s is None
+    assert "accuracy        77.8%  (7/9 with a verdict)" in proc.stderr
+    assert "tool use        44.4%" in proc.stderr
+
+
+def test_jobs_2_keeps_input_order() -> None:
+    files = ["flat.jsonl", "chat.jsonl", "sharegpt.jsonl", "verifiers.jsonl"]
+    one = run("grade", *files, "--preset", "interleaved", "-j", "1")
+    two = run("grade", *files, "--preset", "interleaved", "-j", "2", "--chunk-size", "1")
+    assert two.returncode == 0, two.stderr
+    assert two.stdout == one.stdout
+    rows, _ = split(two.stdout)
+    assert [r["id"] for r in rows][-9:] == [
+        "chat-1",
+        "chat-2",
+        "chat-3",
+        "chat-4",
+        "hermes-1",
+        "hermes-2",
+        0,
+        1,
+        2,
+    ]
+    assert [r["status"] for r in rows][-9:] == [
+        "correct",
+        "no_answer",
+        "format_error",
+        "correct",
+        "correct",
+        "incorrect",
+        "correct",
+        "correct",
+        "incorrect",
+    ]
+
+
+def test_stdin_dash() -> None:
+    proc = run("grade", "-", "-j", "1", "--json", stdin=(TRACES / "chat.jsonl").read_text())
+    rows, s = split(proc.stdout)
+    assert [(r["file"], r["id"], r["status"]) for r in rows] == [
+        ("-", "chat-1", "correct"),
+        ("-", "chat-2", "no_answer"),
+        ("-", "chat-3", "correct"),
+        ("-", "chat-4", "correct"),
+    ]
+    assert s is not None and s["count"] == 4
+
+
+def test_malformed_lines_are_error_rows_not_the_end() -> None:
+    proc = run("grade", "malformed.jsonl", "-j", "1", "--json")
+    assert proc.returncode == 0
+    rows, s = split(proc.stdout)
+    assert [(r["id"], r["line"], r["status"]) for r in rows] == [
+        ("ok-1", 1, "correct"),
+        (2, 2, "error"),
+        ("no-format", 3, "error"),
+        ("no-gold", 4, "error"),
+        ("ok-2", 6, "incorrect"),  # line 5 is blank
+    ]
+    assert "not JSON" in rows[1]["error"]
+    assert "unknown trace format" in rows[2]["error"]
+    assert "no gold" in rows[3]["error"]
+    for line in (2, 3, 4):
+        assert f"malformed.jsonl:{line}:" in proc.stderr
+    assert s is not None
+    assert (s["count"], s["errors"], s["accuracy"]) == (5, 3, 0.5)
+
+
+@pytest.mark.parametrize("bad", ["missing.jsonl", "."])
+def test_unreadable_file_exits_2(bad: str) -> None:
+    proc = run("grade", "flat.jsonl", bad, "-j", "1")
+    assert proc.returncode == 2
+    assert f"cannot read {bad}" in proc.stderr
+    assert proc.stdout == ""  # files are opened before any grading
+
+
+def test_bad_answers_file_exits_2() -> None:
+    proc = run("grade", "atropos_group.jsonl", "--answers", "malformed.jsonl")
+    assert proc.returncode == 2
+    assert "malformed.jsonl:1: no 'id'" not in proc.stderr  # it has ids...
+    assert "malformed.jsonl:2: not JSON" in proc.stderr  # ...but line 2 is broken
+
+
+def test_atropos_groups_pass_at_k_with_answers_file() -> None:
+    proc = run("grade", "atropos_group.jsonl", "--answers", "answers.jsonl", "-j", "1", "--json")
+    rows, s = split(proc.stdout)
+    assert [(r["group"], r["index"], r["status"]) for r in rows] == [
+        (1, 0, "correct"),
+        (1, 1, "incorrect"),
+        (1, 2, "correct"),
+        ("grp-2", 0, "correct"),
+        ("grp-2", 1, "no_answer"),
+        ("grp-2", 2, "incorrect"),
+        ("grp-2", 3, "correct"),
+    ]
+    assert [r["env_reward"] for r in rows[:3]] == [1.2, -1.0, 1.0]
+    assert s is not None and s["groups"] == 2
+    # n=3,c=2 and n=4,c=2: pass@1 = mean(2/3, 1/2); pass@2 = mean(1, 1 - C(2,2)/C(4,2))
+    assert s["pass_at_k"] == {
+        "1": pytest.approx((2 / 3 + 1 / 2) / 2),
+        "2": pytest.approx((1 + 5 / 6) / 2),
+        "3": pytest.approx(1.0),
+    }
+
+
+def test_output_file_keeps_stdout_for_the_summary(tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    proc = run("grade", "sharegpt.jsonl", "-o", str(out), "-j", "1", "--json")
+    rows, s = split(proc.stdout)
+    assert rows == [] and s is not None and s["count"] == 2
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["status"]) for r in written] == [
+        ("hermes-1", "correct"),
+        ("hermes-2", "incorrect"),
+    ]
+
+
+def test_openenv_log_is_summarised_per_task() -> None:
+    proc = run("grade", "openenv.log", "--json")
+    assert proc.returncode == 0
+    rows, s = split(proc.stdout)
+    assert [(r["task"], r["success"], r["complete"]) for r in rows] == [
+        ("easy", True, True),
+        ("easy", False, True),
+        ("hard", False, True),
+        ("hard", True, True),
+        ("hard", None, False),
+    ]
+    assert s is not None and s["format"] == "openenv"
+    assert s["tasks"]["easy"]["success_rate"] == 0.5
+    assert s["tasks"]["hard"]["mean_score"] == pytest.approx(0.6)
+    assert "openenv.log:19: episode has no [END] line" in proc.stderr
+    table = run("openenv", "openenv.log").stderr
+    assert "hard" in table and "(1 incomplete)" in table
+
+
+def test_mixing_logs_and_jsonl_is_refused() -> None:
+    proc = run("grade", "openenv.log", "flat.jsonl")
+    assert proc.returncode == 2 and "OpenEnv" in proc.stderr
+
+
+# --- the HTTP scoring functions -----------------------------------------------------------
+
+SEED_STYLE = (
+    '<think>\n<tool_call>{"name": "calculator", "arguments": {"expr": "(2+3)*4"}}'
+    '</tool_call>\n<tool_response>{"value": 20}</tool_response>\n</think>\n\\boxed{20}'
+)
+
+
+def test_api_score_response_and_answer() -> None:
+    row = api.score({"response": SEED_STYLE, "answer": 20, "preset": "interleaved"})
+    assert (row["status"], row["reward"], row["pred"], row["tool_calls"]) == (
+        "correct",
+        pytest.approx(1.2),
+        "20",
+        1,
+    )
+    assert set(row) == set(split(run("grade", "sharegpt.jsonl", "-j1").stdout)[0][0])
+    assert api.score({"response": "\\boxed{21}", "answer": "20"})["reward"] == 0.0
+
+
+def test_api_score_any_record_format() -> None:
+    record = json.loads((TRACES / "chat.jsonl").read_text().splitlines()[0])
+    row = api.score({**record, "preset": "interleaved"})
+    assert (row["id"], row["format"], row["reward"]) == ("chat-1", "chat", pytest.approx(1.2))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ([], "JSON object"),
+        ({"response": "\\boxed{1}"}, "no gold"),
+        ({"response": "\\boxed{1}", "answer": "1", "preset": "strict"}, "unknown preset"),
+        ({"response": "\\boxed{1}", "answer": "1", "timeout": 0}, "timeout"),
+        ({"response": "\\boxed{1}", "answer": "1", "rewards": {"bonus": 1}}, "reward setting"),
+        ({"text": "\\boxed{1}", "answer": "1"}, "unknown trace format"),
+        ({"messages": [[{"role": "assistant", "content": "x"}]], "answer": "1"}, "batch"),
+    ],
+)
+def test_api_score_caller_mistakes_raise_value_error(body: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        api.score(body)
+
+
+def test_api_score_batch_isolates_bad_items() -> None:
+    group = json.loads((TRACES / "atropos_group.jsonl").read_text().splitlines()[0])
+    out = api.score_batch(
+        {
+            "preset": "interleaved",
+            "items": [
+                {"id": "a", "response": SEED_STYLE, "answer": "20"},
+                {"id": "b", "response": "\\boxed{1}"},
+                "not an object",
+                {"id": "c", "response": "\\boxed{20}", "answer": "20", "preset": "binary"},
+                {"id": "d", "response": "\\boxed{20}", "answer": "20", "preset": "bogus"},
+                group,
+            ],
+        }
+    )
+    got = [(r["id"], r["line"], r["status"], r["reward"]) for r in out["results"]]
+    assert got == [
+        ("a", 1, "correct", pytest.approx(1.2)),
+        ("b", 2, "error", None),
+        (3, 3, "error", None),
+        ("c", 4, "correct", 1.0),  # per-item preset: binary needs no </think>
+        ("d", 5, "error", None),
+        (6, 6, "correct", pytest.approx(1.2)),
+        (6, 6, "incorrect", -1.0),
+        (6, 6, "correct", 1.0),
+    ]
+    assert "unknown preset" in out["results"][4]["error"]
+    s = out["summary"]
+    assert (s["count"], s["errors"], s["correct"], s["groups"]) == (8, 3, 4, 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"items": "x"}, "must be a list"),
+        ({"items": [], "extra": 1}, "unknown keys"),
+        ({"items": [], "preset": "nope"}, "unknown preset"),
+        ({"items": [{}] * (api.MAX_BATCH_ITEMS + 1)}, "at most"),
+    ],
+)
+def test_api_score_batch_envelope_mistakes(body: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        api.score_batch(body)
+
+
+def test_api_models_accept_the_contract() -> None:
+    req = api.ScoreBatchRequest.model_validate({"items": [{"response": "x"}], "preset": "binary"})
+    assert req.items == [{"response": "x"}]
+    row = api.score({"response": "\\boxed{7}", "answer": 7})
+    assert api.ScoreRow.model_validate(row).status == "correct"
+
+
+def test_progress_bar_draws_and_clears() -> None:
+    import io
+
+    from scorer.cli import Progress
+
+    stream = io.StringIO()
+    bar = Progress(stream, total=10, enabled=True)
+    bar.start -= 1.0  # pretend the run has lasted a second: the bar shows
+    bar.advance(5)
+    assert "5/10" in stream.getvalue() and "50.0%" in stream.getvalue()
+    bar.message("scorer: x.jsonl:3: not JSON")
+    assert stream.getvalue().endswith("\r\x1b[Kscorer: x.jsonl:3: not JSON\n")
+    quiet = io.StringIO()
+    Progress(quiet, total=10, enabled=False).advance(10)
+    assert quiet.getvalue() == ""
