@@ -137,3 +137,24 @@ def test_unrenderable_invalid_input_is_422_not_500(app_client: TestClient, conte
     r = app_client.post("/execute", content=content, headers={"content-type": "application/json"})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"][0] == "body"
+
+
+def test_oversized_chunked_body_is_413(app_client: TestClient) -> None:
+    # Regression (B6-6): without Content-Length the limit used to surface as a 400 parse error.
+    def chunks() -> Iterator[bytes]:
+        yield b'{"expr": "'
+        for _ in range(9):
+            yield b"1" * (1024 * 1024)
+        yield b'"}'
+
+    r = app_client.post(
+        "/calculate", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413 and "maximum" in r.json()["detail"]
+
+    def small() -> Iterator[bytes]:
+        yield b'{"expr": '
+        yield b'"6*7"}'
+
+    r = app_client.post("/calculate", content=small(), headers={"content-type": "application/json"})
+    assert r.json() == {"value": 42, "error": None}
