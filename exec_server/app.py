@@ -41,6 +41,7 @@ JsonObject = Annotated[dict[str, Any], Body()]
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
     for code, text in {
+        400: "Body is not parsable (e.g. invalid UTF-8).",
         401: "Missing or wrong API key.",
         413: "Request or field too large.",
         422: "Invalid request.",
