@@ -1,0 +1,151 @@
+"""Is a predicted answer mathematically equal to the gold answer?  ``verify(pred, gold)``.
+
+Strategy, cheapest first (all but the last step run in the calling process, in pure Python):
+
+1. size caps (``too_long``), light final-answer extraction, string normalization
+   (``scorer.normalize``); identical normalized strings -> ``string_match``;
+2. parse both into structured answers (``scorer.parse``; golds are cached);
+3. compare with exact rational arithmetic (``scorer.compare.ExactBackend``): numbers,
+   fractions, decimals, percent, sets / tuples / intervals of numbers, choice letters, text;
+4. anything that needs algebra (symbols, radicals, pi, trig, matrices products...) is sent to
+   a persistent sympy worker process under a hard wall-clock deadline
+   (``scorer.deadline``); past the deadline the worker is SIGKILLed and the verdict is
+   ``timeout``.
+
+Thread-safe and usable from worker processes; never raises on bad input.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+
+from scorer.compare import Comparer, ExactBackend, Outcome, Undecided
+from scorer.deadline import DeadlineExceeded, WorkerCrashed, get_pool
+from scorer.normalize import comparison_key, extract_final_answer, normalize_answer
+from scorer.parse import Answer, TooDeep, parse_answer
+from scorer.verdict import Reason, Verdict
+
+MAX_INPUT_CHARS = 20_000  # raw input (may be a whole solution; extraction is linear-time)
+MAX_ANSWER_CHARS = 10_000  # the extracted answer that gets parsed
+DEFAULT_TIMEOUT = 5.0
+
+_EXACT = Comparer(ExactBackend())
+
+
+def gold_to_str(gold: str | int | float) -> str:
+    """Golds from JSON may be numbers: ints stringify exactly, floats by shortest repr."""
+    if isinstance(gold, bool):
+        return str(gold)
+    if isinstance(gold, int):
+        return str(gold)
+    if isinstance(gold, float):
+        if math.isnan(gold) or math.isinf(gold):
+            return repr(gold)
+        return repr(gold)
+    return gold
+
+
+CACHE_MAX_CHARS = 2_000  # longer inputs are not cached (bounded cache memory)
+
+
+def prepare(text: str) -> str:
+    """Extraction + normalization, cached (the same gold is graded against many rollouts)."""
+    if len(text) > CACHE_MAX_CHARS:
+        return _prepare(text)
+    return _prepare_cached(text)
+
+
+def _prepare(text: str) -> str:
+    return normalize_answer(extract_final_answer(text))
+
+
+_prepare_cached = lru_cache(maxsize=8192)(_prepare)
+
+
+@lru_cache(maxsize=8192)
+def _parsed(norm: str) -> Answer | None:
+    """Parsed answer, or None when nesting exceeds the cap."""
+    try:
+        return parse_answer(norm)
+    except TooDeep:
+        return None
+    except RecursionError:
+        return None
+
+
+def _verdict(out: Outcome) -> Verdict:
+    return Verdict(out.equal, out.reason, out.detail)
+
+
+def verify(pred: str, gold: str | int | float, *, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
+    """Compare ``pred`` with ``gold``; see docs/scorer.md for the rules and reason codes.
+
+    ``timeout`` bounds the sympy work in seconds (the worker is killed past it). Cheap cases
+    never touch the worker.
+    """
+    if not isinstance(pred, str):
+        return Verdict(False, Reason.EMPTY, "pred is not a string")
+    if not isinstance(gold, (str, int, float)):
+        return Verdict(False, Reason.PARSE_ERROR, "gold is not a string or number")
+    gold_s = gold_to_str(gold)
+    if len(pred) > MAX_INPUT_CHARS:
+        return Verdict(False, Reason.TOO_LONG, f"pred has {len(pred)} chars")
+    if len(gold_s) > MAX_INPUT_CHARS:
+        return Verdict(False, Reason.TOO_LONG, f"gold has {len(gold_s)} chars")
+    p_norm = prepare(pred)
+    g_norm = prepare(gold_s)
+    if not p_norm:
+        return Verdict(False, Reason.EMPTY, "no answer")
+    if not g_norm:
+        return Verdict(False, Reason.PARSE_ERROR, "empty gold")
+    if len(p_norm) > MAX_ANSWER_CHARS or len(g_norm) > MAX_ANSWER_CHARS:
+        return Verdict(False, Reason.TOO_LONG, "answer above the size cap")
+    if comparison_key(p_norm) == comparison_key(g_norm):
+        return Verdict(True, Reason.STRING_MATCH)
+    p_ans, g_ans = _parsed(p_norm), _parsed(g_norm)
+    if p_ans is None or g_ans is None:
+        return Verdict(False, Reason.TOO_DEEP, "nesting above the cap")
+    p_alt, g_alt = _decimal_comma(p_norm, g_ans), _decimal_comma(g_norm, p_ans)
+    try:
+        out = _EXACT.compare(p_ans, g_ans)
+        if not out.equal and (p_alt or g_alt):
+            alt = _EXACT.compare(_parsed(p_alt or p_norm), _parsed(g_alt or g_norm))  # type: ignore[arg-type]
+            out = alt if alt.equal else out
+        return _verdict(out)
+    except Undecided:
+        pass
+    except RecursionError:
+        return Verdict(False, Reason.TOO_DEEP, "expression too deep")
+    return _symbolic(p_alt or p_norm, g_alt or g_norm, timeout)
+
+
+_DECIMAL_COMMA = re.compile(r"-?\d+,\d+")
+
+
+def _decimal_comma(norm: str, other: Answer) -> str | None:
+    """``2,74`` against a single number also reads as the decimal 2.74 (European notation)."""
+    if other[0] == "expr" and _DECIMAL_COMMA.fullmatch(norm):
+        return norm.replace(",", ".")
+    return None
+
+
+def _symbolic(p_norm: str, g_norm: str, timeout: float) -> Verdict:
+    """Ship the pair to a sympy worker under a hard deadline."""
+    try:
+        reply = get_pool().call({"pred": p_norm, "gold": g_norm}, timeout)
+    except DeadlineExceeded:
+        return Verdict(False, Reason.TIMEOUT, f"sympy work exceeded {timeout:g}s")
+    except WorkerCrashed as exc:
+        return Verdict(False, Reason.ERROR, f"worker failed: {exc}"[:200])
+    except (OSError, RuntimeError) as exc:  # cannot start a process (limits, shutdown)
+        return Verdict(False, Reason.ERROR, f"cannot run worker: {exc}"[:200])
+    return Verdict(
+        bool(reply.get("correct")), str(reply.get("reason")), str(reply.get("detail", ""))
+    )
+
+
+def warm_up() -> None:
+    """Start the sympy workers now (otherwise the first symbolic pair pays ~0.5 s)."""
+    get_pool().warm_up()

@@ -1,0 +1,1058 @@
+"""Normalized answer text -> structured answer, in pure Python (no sympy, no ``eval``).
+
+A small tokenizer and recursive-descent parser turn LaTeX or plain text (``\\frac{1}{2}``,
+``2*x+3``, ``x^2``, ``\\sqrt[3]{x}``, ``(1,2]``, ``\\begin{pmatrix}..``) into an AST of nested
+tuples. The tuples are hashable (parsed golds are cached) and carry no sympy objects, so the
+cheap comparisons run in the caller; only the sympy worker turns them into sympy objects.
+
+AST nodes (``Ast``)::
+
+    ("int", n)            ("dec", mantissa, exp10, sig_figs)   value = mantissa * 10**exp10
+    ("sym", name)         ("const", "pi" | "oo")    ("ellipsis",)    ("based", digits, base)
+    ("add", (a, b, ..))   ("mul", (a, b, ..))   ("neg", a)   ("div", a, b)   ("pow", a, b)
+    ("fact", a)   ("abs", a)   ("sqrt", a)   ("root", a, n)   ("binom", n, k)
+    ("fn", name, a)   ("log", base, a)   ("floor", a)   ("ceil", a)   ("pct", a)   ("deg", a)
+    ("pm", a, b)          a ± b (expanded into alternatives before comparison)
+    ("matrix", ((a, b), (c, d)))   ("det", matrix)   ("sum", body, var, lo, hi)
+
+Answers (``Answer``)::
+
+    ("expr", ast)                          a number, expression or matrix
+    ("rel", ops, parts)                    x = 5,  a < x <= b,  2x+4y-3 = 0  (parts: Answers)
+    ("coll", kind, elems)                  kind: "set" \\{..\\} | "tuple" (..) | "blist" [..]
+                                           | "list" (bare a, b, c or {a, b})
+    ("interval", left_open, lo, hi, right_open)      ("union", parts)    ("in", var, set)
+    ("namedset", "R")   ("ratio", parts)   ("time", seconds)
+    ("letter", ch, explicit)   ("text", words, parse_failed)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
+
+Ast = tuple
+Answer = tuple
+
+MAX_DEPTH = 60  # bracket / argument nesting; deeper input is refused ("too_deep")
+MAX_ITEMS = 2_000  # elements in one list / set / matrix
+MAX_EXPANSIONS = 16  # ± alternatives per answer
+
+
+class ParseError(ValueError):
+    """The text is not an answer we can read structurally."""
+
+
+class TooDeep(ParseError):
+    """Nesting above :data:`MAX_DEPTH`."""
+
+
+# --------------------------------------------------------------------------------------------
+# tokens
+
+
+@dataclass
+class Tok:
+    kind: str  # num | id | word | cmd | ch | rel
+    text: str
+    space: bool  # whitespace before the token
+
+
+_TOKEN = re.compile(
+    r"(?P<ws>\s+)"
+    r"|(?P<num>(?:\d+\.\d+|\d+|\.\d+)(?:[eE][-+]?\d+(?![A-Za-z\d]))?)"
+    r"|(?P<cmd>\\[A-Za-z]+|\\.)"
+    r"|(?P<word>[A-Za-z]+)"
+    r"|(?P<rel>\*\*)"
+    r"|(?P<ch>.)",
+    re.DOTALL,
+)
+
+FUNCTIONS = frozenset(
+    "sin cos tan cot sec csc arcsin arccos arctan arccot arcsec arccsc sinh cosh tanh coth "
+    "sech csch arsinh arcosh artanh ln log lg exp".split()
+)
+_PLAIN_WORDS = FUNCTIONS | {"sqrt", "pi", "infty", "inf", "oo", "abs"}
+GREEK = frozenset(
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron rho "
+    "sigma tau upsilon phi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi "
+    "Omega".split()
+)
+_RELOPS = {
+    "=": "=",
+    "<": "<",
+    ">": ">",
+    "\\leq": "<=",
+    "\\geq": ">=",
+    "\\neq": "!=",
+    "\\approx": "~",
+    "\\in": "in",
+    "\\equiv": "=",
+}
+_MATRIX_ENVS = frozenset("matrix pmatrix bmatrix Bmatrix vmatrix Vmatrix smallmatrix array".split())
+_SYSTEM_ENVS = frozenset("cases aligned align align* gathered gather* split eqnarray".split())
+_ADD_OPS = ("+", "-", "\\pm", "\\mp")
+_MUL_OPS = ("*", "\\cdot", "\\times", "/", "\\div")
+_CLOSERS = (")", "]", "}", "\\}", "|", "&", "\\\\", ",", ";")
+
+
+def tokenize(s: str) -> list[Tok]:
+    """Split into tokens; letter runs become one token per letter unless a known word."""
+    toks: list[Tok] = []
+    space = False
+    for m in _TOKEN.finditer(s):
+        kind = m.lastgroup or "ch"
+        text = m.group(0)
+        if kind == "ws":
+            space = True
+            continue
+        if kind == "word":
+            if text in _PLAIN_WORDS:
+                toks.append(Tok("word", text, space))
+            else:
+                for i, c in enumerate(text):
+                    toks.append(Tok("id", c, space and i == 0))
+        elif kind == "rel":
+            toks.append(Tok("ch", "^", space))
+        else:
+            toks.append(Tok(kind, text, space))
+        space = False
+    return toks
+
+
+# --------------------------------------------------------------------------------------------
+# numbers
+
+
+def number_node(text: str) -> Ast:
+    """``"12"`` -> ("int", 12); ``"1.50"`` -> ("dec", 150, -2, 3); ``"1.5e3"`` -> dec."""
+    mant, _, exp_s = text.lower().partition("e")
+    exp = int(exp_s) if exp_s else 0
+    if "." not in mant:
+        if not exp_s:
+            return ("int", int(mant))
+        digits = mant
+        frac = ""
+    else:
+        digits, frac = mant.split(".")
+    m = int((digits or "0") + frac)
+    if not frac and exp >= 0 and not exp_s:
+        return ("int", m)
+    sig_digits = (digits + frac).lstrip("0")
+    return ("dec", m, exp - len(frac), len(sig_digits))
+
+
+# --------------------------------------------------------------------------------------------
+# parser
+
+
+class _Parser:
+    def __init__(self, toks: list[Tok], depth: int = 0) -> None:
+        self.toks = toks
+        self.i = 0
+        self.depth = depth
+        self.abs_depth = 0
+
+    # -- token helpers
+    def peek(self, k: int = 0) -> Tok | None:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else None
+
+    def at(self, *texts: str) -> bool:
+        t = self.peek()
+        return t is not None and t.kind in ("ch", "cmd", "rel") and t.text in texts
+
+    def next(self) -> Tok:
+        t = self.peek()
+        if t is None:
+            raise ParseError("unexpected end")
+        self.i += 1
+        return t
+
+    def expect(self, text: str) -> None:
+        t = self.next()
+        if t.text != text:
+            raise ParseError(f"expected {text!r}, got {t.text!r}")
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise TooDeep("nesting too deep")
+
+    def leave(self) -> None:
+        self.depth -= 1
+
+    # -- sequences
+    def parse_seq(self, stops: tuple[str, ...]) -> tuple[list, list[str]]:
+        """Items separated by ``,`` / ``;`` up to (not including) a stop token."""
+        items: list = []
+        seps: list[str] = []
+        while True:
+            if self.peek() is None or self.at(*stops):
+                if items or seps:
+                    raise ParseError("empty item")
+                return items, seps
+            items.append(self.parse_rel())
+            if len(items) > MAX_ITEMS:
+                raise ParseError("too many items")
+            if self.at(",", ";"):
+                seps.append(self.next().text)
+                if self.peek() is None or self.at(*stops):
+                    return items, seps  # trailing separator
+                continue
+            return items, seps
+
+    def parse_rel(self) -> Ast:
+        first = self.parse_ratio()
+        ops: list[str] = []
+        parts = [first]
+        while True:
+            t = self.peek()
+            if t is None:
+                break
+            op = None
+            if t.kind == "ch" and t.text in "=<>":
+                op = t.text
+            elif t.kind == "cmd" and t.text in _RELOPS:
+                op = _RELOPS[t.text]
+            if op is None:
+                break
+            self.next()
+            ops.append(op)
+            parts.append(self.parse_ratio())
+        if not ops:
+            return first
+        return ("rel_", tuple(ops), tuple(parts))
+
+    def parse_ratio(self) -> Ast:
+        first = self.parse_setexpr()
+        parts = [first]
+        while self.at(":"):
+            self.next()
+            parts.append(self.parse_setexpr())
+        if len(parts) == 1:
+            return first
+        return ("ratio_", tuple(parts))
+
+    def parse_setexpr(self) -> Ast:
+        first = self.parse_add()
+        parts = [first]
+        while self.at("\\cup", "\\cap", "\\setminus"):
+            op = self.next().text
+            if op != "\\cup":
+                raise ParseError("only unions of sets are supported")
+            parts.append(self.parse_add())
+        if len(parts) == 1:
+            return first
+        return ("union_", tuple(parts))
+
+    def parse_add(self) -> Ast:
+        terms = [self.parse_term()]
+        while self.at(*_ADD_OPS):
+            op = self.next().text
+            t = self.parse_term()
+            if op == "+":
+                terms.append(t)
+            elif op == "-":
+                terms.append(("neg", t))
+            else:
+                left = terms[0] if len(terms) == 1 else ("add", tuple(terms))
+                terms = [("pm", left, t if op == "\\pm" else ("neg", t))]
+        return terms[0] if len(terms) == 1 else ("add", tuple(terms))
+
+    def _starts_factor(self) -> bool:
+        t = self.peek()
+        if t is None:
+            return False
+        if t.kind in ("num", "id", "word"):
+            return True
+        if t.kind == "cmd":
+            name = t.text[1:]
+            return (
+                name in FUNCTIONS
+                or name in GREEK
+                or name
+                in (
+                    "frac",
+                    "sqrt",
+                    "binom",
+                    "pi",
+                    "infty",
+                    "begin",
+                    "lfloor",
+                    "lceil",
+                    "sum",
+                    "prod",
+                    "choose",
+                    "exp",
+                    "ldots",
+                )
+                or (name.isalpha() and name not in _NOT_SYMBOLS and name != "mathbb")
+            )
+        if t.kind == "ch":
+            if t.text in ("(", "{"):
+                return True
+            if t.text == "|":
+                return self.abs_depth == 0
+        return False
+
+    def parse_term(self) -> Ast:
+        cur = self.parse_unary()
+        n_factors = 1
+        while True:
+            if self.at("*", "\\cdot", "\\times"):
+                self.next()
+                cur = ("mul", (cur, self.parse_unary()))
+            elif self.at("/", "\\div"):
+                self.next()
+                cur = ("div", cur, self.parse_unary())
+            elif self._starts_factor():
+                t = self.peek()
+                if n_factors == 1 and t is not None and t.text == "\\frac" and _is_int_lit(cur):
+                    f = self.parse_power()
+                    if f[0] == "div" and f[1][0] == "int" and f[2][0] == "int":
+                        cur = _mixed(cur, f)  # 2\frac12 = 2 + 1/2
+                    else:
+                        cur = ("mul", (cur, f))
+                else:
+                    cur = ("mul", (cur, self.parse_power()))
+            else:
+                return cur
+            n_factors += 1
+
+    def parse_unary(self) -> Ast:
+        if self.at("-", "+", "\\pm", "\\mp"):
+            op = self.next().text
+            self.enter()
+            inner = self.parse_unary()
+            self.leave()
+            if op == "-":
+                return ("neg", inner)
+            if op == "+":
+                return inner
+            return ("pm", ("int", 0), inner)
+        return self.parse_power()
+
+    def parse_power(self) -> Ast:
+        self.enter()
+        base = self.parse_primary()
+        while True:
+            if self.at("^"):
+                self.next()
+                if self.at("\\circ"):
+                    self.next()
+                    base = ("deg", base)
+                    continue
+                if self.at("\\prime"):
+                    self.next()
+                    base = _prime(base)
+                    continue
+                base = ("pow", base, self.parse_exponent())
+            elif self.at("!"):
+                self.next()
+                base = ("fact", base)
+            elif self.at("'"):
+                self.next()
+                base = _prime(base)
+            elif self.at("\\%"):
+                self.next()
+                base = ("pct", base)
+            else:
+                break
+        self.leave()
+        return base
+
+    def parse_exponent(self) -> Ast:
+        self.enter()
+        if self.at("-"):
+            self.next()
+            e: Ast = ("neg", self.parse_exponent())
+        elif self.at("+"):
+            self.next()
+            e = self.parse_exponent()
+        else:
+            e = self.parse_primary()
+            if self.at("^"):
+                self.next()
+                e = ("pow", e, self.parse_exponent())
+        self.leave()
+        return e
+
+    def parse_arg(self) -> Ast:
+        """A LaTeX macro argument: ``{...}`` or one token (``\\frac12`` -> 1, 2)."""
+        t = self.peek()
+        if t is None:
+            raise ParseError("missing argument")
+        if t.kind == "ch" and t.text == "{":
+            self.next()
+            self.enter()
+            inner = self.parse_add()
+            self.leave()
+            self.expect("}")
+            return inner
+        if t.kind == "num":
+            if len(t.text) > 1 and t.text[0].isdigit():
+                self.toks[self.i] = Tok("num", t.text[1:], False)
+                return ("int", int(t.text[0]))
+            self.next()
+            return number_node(t.text)
+        if t.kind == "id":
+            self.next()
+            return _symbol(t.text)
+        return self.parse_primary()
+
+    def parse_group(self, close: str) -> Ast:
+        self.enter()
+        inner = self.parse_add()
+        self.leave()
+        self.expect(close)
+        return inner
+
+    def parse_subscript(self) -> str:
+        """Subscript text for a symbol name: ``x_1``, ``a_{37}``, ``F_{n-k-1}``."""
+        self.expect("_")
+        t = self.next()
+        if t.text == "{":
+            depth = 1
+            out = []
+            while True:
+                u = self.next()
+                if u.text == "{":
+                    depth += 1
+                elif u.text == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                out.append(u.text)
+                if len(out) > 200:
+                    raise ParseError("subscript too long")
+            return "".join(out)
+        if t.kind == "num":
+            if len(t.text) > 1:
+                self.i -= 1
+                self.toks[self.i] = Tok("num", t.text[1:], False)
+                return t.text[0]
+            return t.text
+        return t.text.lstrip("\\")
+
+    def parse_primary(self) -> Ast:
+        t = self.next()
+        k, x = t.kind, t.text
+        if k == "num":
+            node = number_node(x)
+            if self.at("_") and node[0] == "int":
+                base = self.parse_subscript()
+                if not base.isdigit():
+                    raise ParseError("bad base")
+                return ("based", x, int(base))
+            return node
+        if k == "id":
+            name = x
+            if self.at("_"):
+                name = f"{x}_{self.parse_subscript()}"
+            return ("sym", name)
+        if k == "word":
+            if x == "pi":
+                return ("const", "pi")
+            if x in ("infty", "inf", "oo"):
+                return ("const", "oo")
+            return self.parse_function(x)
+        if k == "cmd":
+            return self.parse_command(x[1:])
+        if k == "ch":
+            if x == "(":
+                return self.parse_bracket("(")
+            if x == "[":
+                return self.parse_bracket("[")
+            if x == "{":
+                self.enter()
+                items, seps = self.parse_seq(("}",))
+                self.leave()
+                self.expect("}")
+                if not items:
+                    raise ParseError("empty braces")
+                if len(items) == 1 and not seps:
+                    return items[0]
+                return ("brace_", tuple(items), tuple(seps))
+            if x == "|":
+                self.abs_depth += 1
+                self.enter()
+                inner = self.parse_add()
+                self.leave()
+                self.abs_depth -= 1
+                self.expect("|")
+                return ("abs", inner)
+        raise ParseError(f"unexpected {x!r}")
+
+    def parse_bracket(self, opener: str) -> Ast:
+        self.enter()
+        saved_abs = self.abs_depth
+        self.abs_depth = 0
+        items, seps = self.parse_seq((")", "]"))
+        self.abs_depth = saved_abs
+        self.leave()
+        closer = self.next().text
+        if not items:
+            raise ParseError("empty brackets")
+        if len(items) == 1 and not seps:
+            if opener == "(" and closer == ")" or opener == "[" and closer == "]":
+                return items[0]
+            raise ParseError("half-open bracket around one item")
+        return ("paren_", opener, closer, tuple(items), tuple(seps))
+
+    def parse_function(self, name: str) -> Ast:
+        power = None
+        base = None
+        if name in ("log", "lg") and self.at("_"):
+            self.next()
+            base = self.parse_arg()
+        if self.at("^"):
+            self.next()
+            power = self.parse_exponent()
+        if name in ("log", "lg") and base is None and self.at("_"):
+            self.next()
+            base = self.parse_arg()
+        arg = self._function_argument()
+        if name == "sqrt":
+            node: Ast = ("sqrt", arg)
+        elif name == "abs":
+            node = ("abs", arg)
+        elif name in ("log", "lg"):
+            node = ("log", base if base is not None else ("int", 10 if name == "lg" else 0), arg)
+        else:
+            node = ("fn", name, arg)
+        if power is not None:
+            if power == ("neg", ("int", 1)) and node[0] == "fn" and name in _INVERSE:
+                return ("fn", _INVERSE[name], arg)
+            node = ("pow", node, power)
+        return node
+
+    def _function_argument(self) -> Ast:
+        if self.at("("):
+            self.next()
+            return self.parse_group(")")
+        if self.at("{"):
+            return self.parse_arg()
+        arg = self.parse_power()
+        while True:
+            t = self.peek()
+            if t is None:
+                break
+            if t.kind in ("num", "id") or (t.kind == "cmd" and t.text[1:] in GREEK | {"pi"}):
+                arg = ("mul", (arg, self.parse_power()))
+            else:
+                break
+        return arg
+
+    def parse_command(self, name: str) -> Ast:
+        if name == "frac":
+            a = self.parse_arg()
+            b = self.parse_arg()
+            return ("div", a, b)
+        if name == "sqrt":
+            if self.at("["):
+                self.next()
+                n = self.parse_group("]")
+                return ("root", self.parse_arg(), n)
+            return ("sqrt", self.parse_arg())
+        if name in ("binom", "choose"):
+            return ("binom", self.parse_arg(), self.parse_arg())
+        if name == "pi":
+            return ("const", "pi")
+        if name == "infty":
+            return ("const", "oo")
+        if name in GREEK:
+            return (
+                _symbol(name) if not self.at("_") else ("sym", f"{name}_{self.parse_subscript()}")
+            )
+        if name in FUNCTIONS:
+            return self.parse_function(name)
+        if name == "ldots":
+            return ("ellipsis",)
+        if name == "emptyset":
+            return ("emptyset_",)
+        if name == "mathbb":
+            inner = self.next()
+            letter = inner.text
+            if inner.text == "{":
+                letter = self.next().text
+                self.expect("}")
+            return ("namedset_", letter)
+        if name == "lfloor":
+            return ("floor", self.parse_group("\\rfloor"))
+        if name == "lceil":
+            return ("ceil", self.parse_group("\\rceil"))
+        if name == "{":
+            self.enter()
+            items, _ = self.parse_seq(("\\}",))
+            self.leave()
+            self.expect("\\}")
+            return ("setlit_", tuple(items))
+        if name in ("sum", "prod"):
+            return self.parse_bigop(name)
+        if name == "begin":
+            return self.parse_environment()
+        if name.isalpha() and name not in _NOT_SYMBOLS:
+            return ("sym", "\\" + name)  # unknown macro: an opaque name (\zzz, \ell, \hbar)
+        raise ParseError(f"unsupported command \\{name}")
+
+    def parse_bigop(self, name: str) -> Ast:
+        var = lo = hi = None
+        for _ in range(2):
+            if self.at("_"):
+                self.next()
+                self.expect("{")
+                v = self.next()
+                if v.kind != "id":
+                    raise ParseError("sum index")
+                self.expect("=")
+                var = v.text
+                lo = self.parse_group("}")
+            elif self.at("^"):
+                self.next()
+                hi = self.parse_arg()
+        if var is None or lo is None or hi is None:
+            raise ParseError("sum without bounds")
+        body = self.parse_term()
+        return ("sum" if name == "sum" else "prod", body, var, lo, hi)
+
+    def _read_braced_word(self) -> str:
+        self.expect("{")
+        out = []
+        while not self.at("}"):
+            out.append(self.next().text)
+        self.next()
+        return "".join(out)
+
+    def parse_environment(self) -> Ast:
+        env = self._read_braced_word()
+        if env == "array" and self.at("{"):
+            self._read_braced_word()
+        rows: list[list[list[Tok]]] = [[[]]]
+        depth = 0
+        while True:
+            t = self.next()
+            if t.kind == "cmd" and t.text == "\\begin":
+                depth += 1
+            elif t.kind == "cmd" and t.text == "\\end":
+                if depth == 0:
+                    if self._read_braced_word() != env:
+                        raise ParseError("mismatched environment")
+                    break
+                depth -= 1
+            if depth == 0 and t.text == "&":
+                rows[-1].append([])
+                continue
+            if depth == 0 and t.text == "\\\\":
+                rows.append([[]])
+                continue
+            rows[-1][-1].append(t)
+        while rows and all(not cell for cell in rows[-1]):
+            rows.pop()
+        if not rows:
+            raise ParseError("empty environment")
+        if env in _SYSTEM_ENVS:
+            out = []
+            for row in rows:
+                toks = [t for cell in row for t in cell]
+                out.append(self._sub(toks, relation=True))
+            return ("system_", tuple(out))
+        if env not in _MATRIX_ENVS:
+            raise ParseError(f"unsupported environment {env}")
+        parsed = tuple(tuple(self._sub(cell, relation=False) for cell in row) for row in rows)
+        width = len(parsed[0])
+        if any(len(r) != width for r in parsed):
+            raise ParseError("ragged matrix")
+        if sum(len(r) for r in parsed) > MAX_ITEMS:
+            raise ParseError("matrix too large")
+        node: Ast = ("matrix", parsed)
+        return ("det", node) if env in ("vmatrix", "Vmatrix") else node
+
+    def _sub(self, toks: list[Tok], relation: bool) -> Ast:
+        p = _Parser(toks, self.depth + 1)
+        if p.depth > MAX_DEPTH:
+            raise TooDeep("nesting too deep")
+        node = p.parse_rel() if relation else p.parse_add()
+        if p.peek() is not None:
+            raise ParseError(f"unexpected {p.peek().text!r} in cell")  # type: ignore[union-attr]
+        return node
+
+
+_NOT_SYMBOLS = frozenset(
+    "end right left rfloor rceil cup cap setminus in notin leq geq neq approx cdot times div "
+    "pm mp circ prime to mapsto implies iff text frac sqrt int lim oint partial nabla".split()
+)
+_INVERSE = {"sin": "arcsin", "cos": "arccos", "tan": "arctan", "cot": "arccot"}
+
+
+def _symbol(name: str) -> Ast:
+    return ("sym", name)
+
+
+def _prime(base: Ast) -> Ast:
+    if base[0] != "sym":
+        raise ParseError("prime on a non-symbol")
+    return ("sym", base[1] + "'")
+
+
+def _is_int_lit(node: Ast) -> bool:
+    return node[0] == "int" or (node[0] == "neg" and node[1][0] == "int")
+
+
+def _mixed(whole: Ast, frac: Ast) -> Ast:
+    if whole[0] == "neg":
+        return ("neg", ("add", (whole[1], frac)))
+    return ("add", (whole, frac))
+
+
+# --------------------------------------------------------------------------------------------
+# AST helpers
+
+
+def _children(node: tuple):
+    """Sub-nodes of an AST node, or the members of a tuple of nodes / rows."""
+    items = node[1:] if node and isinstance(node[0], str) else node
+    for c in items:
+        if isinstance(c, tuple):
+            yield c
+
+
+def free_symbols(node: Ast) -> frozenset[str]:
+    """Variable names in an AST (``e``, ``i``, ``I`` are constants; sum indices are bound)."""
+    out: set[str] = set()
+    _collect_symbols(node, out)
+    return frozenset(out)
+
+
+_CONST_SYMBOLS = frozenset({"e", "i", "I"})
+
+
+def _collect_symbols(node: tuple, out: set[str]) -> None:
+    if not node:
+        return
+    tag = node[0]
+    if tag == "sym":
+        if node[1] not in _CONST_SYMBOLS:
+            out.add(node[1])
+        return
+    if tag in ("sum", "prod"):
+        inner: set[str] = set()
+        _collect_symbols(node[1], inner)
+        inner.discard(node[2])
+        out |= inner
+        _collect_symbols(node[3], out)
+        _collect_symbols(node[4], out)
+        return
+    if tag == "sx":
+        out |= {str(s) for s in node[1].free_symbols}
+        return
+    for c in _children(node):
+        _collect_symbols(c, out)
+
+
+def contains(node: tuple, tags: frozenset[str]) -> bool:
+    """Whether any node in the tree has one of ``tags``."""
+    if not node:
+        return False
+    if isinstance(node[0], str):
+        if node[0] in tags:
+            return True
+        if node[0] == "sx":
+            return False
+    return any(contains(c, tags) for c in _children(node))
+
+
+def is_infinite(node: Ast) -> bool:
+    return node == ("const", "oo") or node == ("neg", ("const", "oo"))
+
+
+# --------------------------------------------------------------------------------------------
+# answers
+
+_TIME = re.compile(r"(?i)^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(a\.?\s*m\.?|p\.?\s*m\.?)?$")
+_CHOICE = re.compile(r"^\(\s*([A-Za-z])\s*\)$|^([A-Z])\s*\)$|^(?i:option|choice)\s+([A-Za-z])$")
+_TEXT = re.compile(r"^[A-Za-z][A-Za-z'\- ]*[A-Za-z.]$")
+_LONG_WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+def _time_answer(s: str) -> Answer | None:
+    m = _TIME.match(s)
+    if not m:
+        return None
+    h, mi, sec = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    ampm = (m.group(4) or "").lower().replace(".", "").replace(" ", "")
+    if mi >= 60 or sec >= 60 or h > 24:
+        return None
+    if ampm:
+        if not 1 <= h <= 12:
+            return None
+        h = h % 12 + (12 if ampm == "pm" else 0)
+    return ("time", h * 3600 + mi * 60 + sec, (int(m.group(1)), mi, sec))
+
+
+def _word_answer(s: str) -> Answer | None:
+    m = _CHOICE.match(s)
+    if m:
+        return ("letter", next(g for g in m.groups() if g), True)
+    if len(s) == 1 and s.isalpha():
+        return ("letter", s, False)
+    if _TEXT.match(s):
+        words = _LONG_WORD.findall(s)
+        if any(w.lower() not in _PLAIN_WORDS for w in words):
+            return ("text", text_key(s), False)
+    return None
+
+
+def text_key(s: str) -> str:
+    """Case-insensitive comparison key of a text answer."""
+    return re.sub(r"[^a-z0-9]+", " ", s.lower()).strip()
+
+
+@lru_cache(maxsize=4096)
+def parse_answer(s: str) -> Answer:
+    """Normalized answer string -> Answer. Unparseable text becomes ("text", key, True).
+
+    Raises :class:`TooDeep` for nesting above the cap (reported as ``too_deep``).
+    """
+    s = s.strip()
+    if not s:
+        return ("text", "", True)
+    special = _time_answer(s) or _word_answer(s)
+    if special is not None:
+        return special
+    try:
+        p = _Parser(tokenize(s))
+        items, seps = p.parse_seq(())
+        if p.peek() is not None:
+            raise ParseError(f"unexpected {p.peek().text!r}")  # type: ignore[union-attr]
+        if not items:
+            raise ParseError("empty")
+        return _top_answer(items, seps)
+    except TooDeep:
+        raise
+    except (ParseError, RecursionError, ValueError, IndexError) as exc:
+        del exc
+        return ("text", text_key(s), True)
+
+
+def _top_answer(items: list, seps: list[str]) -> Answer:
+    if ";" in seps and "," in seps:
+        groups: list[list] = [[]]
+        for i, item in enumerate(items):
+            groups[-1].append(item)
+            if i < len(seps) and seps[i] == ";":
+                groups.append([])
+        elems = []
+        for g in groups:
+            if len(g) == 1:
+                elems.extend(expand(to_answer(g[0])))
+            elif g:
+                elems.extend(expand(("coll", "tuple", tuple(to_answer(x) for x in g))))
+        return _collection("list", elems)
+    if len(items) == 1:
+        alts = expand(to_answer(items[0]))
+        return alts[0] if len(alts) == 1 else ("coll", "list", tuple(alts))
+    elems = [a for item in items for a in expand(to_answer(item))]
+    return _collection("list", elems)
+
+
+def _collection(kind: str, elems: list) -> Answer:
+    if len(elems) == 1 and kind == "list":
+        return elems[0]
+    return ("coll", kind, tuple(elems))
+
+
+def to_answer(node: Ast) -> Answer:
+    """Parser node -> Answer (structural nodes end in ``_``)."""
+    tag = node[0]
+    if tag == "paren_":
+        _, opener, closer, items, _seps = node
+        elems = tuple(to_answer(x) for x in items)
+        if opener == "(" and closer == ")":
+            if len(items) == 2 and (is_infinite(items[0]) or is_infinite(items[1])):
+                return ("interval", True, items[0], items[1], True)
+            return ("coll", "tuple", elems)
+        if opener == "[" and closer == "]":
+            if len(items) == 2 and (is_infinite(items[0]) or is_infinite(items[1])):
+                return ("interval", False, items[0], items[1], False)
+            return ("coll", "blist", elems)
+        if len(items) != 2:
+            raise ParseError("interval needs two endpoints")
+        return ("interval", opener == "(", items[0], items[1], closer == ")")
+    if tag == "brace_":
+        return ("coll", "list", tuple(a for x in node[1] for a in expand(to_answer(x))))
+    if tag == "setlit_":
+        return ("coll", "set", tuple(a for x in node[1] for a in expand(to_answer(x))))
+    if tag == "emptyset_":
+        return ("coll", "set", ())
+    if tag == "namedset_":
+        return ("namedset", node[1])
+    if tag == "system_":
+        return ("coll", "list", tuple(to_answer(x) for x in node[1]))
+    if tag == "union_":
+        return ("union", tuple(to_answer(x) for x in node[1]))
+    if tag == "ratio_":
+        return ("ratio", tuple(_expr_of(to_answer(x)) for x in node[1]))
+    if tag == "rel_":
+        return _relation(node[1], node[2])
+    _check_expr(node)
+    return ("expr", fold_scientific(node))
+
+
+def fold_scientific(node: Ast) -> Ast:
+    """``2.31 \\times 10^{-3}`` -> one decimal literal (keeps its significant figures)."""
+    if node[0] == "neg":
+        inner = fold_scientific(node[1])
+        return ("neg", inner) if inner is not node[1] else node
+    if node[0] != "mul" or len(node[1]) != 2:
+        return node
+    mant, power = node[1]
+    if mant[0] != "dec" or power[0] != "pow" or power[1] != ("int", 10):
+        return node
+    k = power[2]
+    if k[0] == "int":
+        shift = k[1]
+    elif k[0] == "neg" and k[1][0] == "int":
+        shift = -k[1][1]
+    else:
+        return node
+    if abs(shift) > 10_000:
+        return node
+    return ("dec", mant[1], mant[2] + shift, mant[3])
+
+
+def _expr_of(ans: Answer) -> Ast:
+    if ans[0] != "expr":
+        raise ParseError("expected an expression")
+    return ans[1]
+
+
+_STRUCTURAL = frozenset(
+    {"paren_", "brace_", "setlit_", "emptyset_", "namedset_", "system_", "union_", "ratio_", "rel_"}
+)
+
+
+def _check_expr(node: Ast) -> None:
+    if contains(node, _STRUCTURAL):
+        raise ParseError("structure inside an expression")
+
+
+def _relation(ops: tuple[str, ...], parts: tuple) -> Answer:
+    if "~" in ops:
+        ops, parts = _resolve_approx(ops, parts)
+        if not ops:
+            return to_answer(parts[0])
+    if "in" in ops:
+        if ops != ("in",):
+            raise ParseError("membership chain")
+        return ("in", _expr_of(to_answer(parts[0])), to_answer(parts[1]))
+    answers = tuple(to_answer(p) for p in parts)
+    if any(op != "=" for op in ops):
+        for a in answers:
+            _expr_of(a)
+        if "=" in ops:
+            raise ParseError("mixed equation / inequality chain")
+    return ("rel", tuple(ops), answers)
+
+
+def _resolve_approx(ops: tuple[str, ...], parts: tuple) -> tuple[tuple[str, ...], tuple]:
+    """``x \\approx 11`` -> ``x = 11``; ``1/3 \\approx 0.33`` / ``x = 1/3 \\approx 0.3`` keep
+    the exact left part (the approximation is commentary)."""
+    k = ops.index("~")
+    left_parts, left_ops = parts[: k + 1], ops[:k]
+    if len(left_parts) == 1 and is_label(to_answer(left_parts[0])):
+        new_ops = tuple("=" if op == "~" else op for op in ops)
+        return _resolve_approx(new_ops, parts) if "~" in new_ops else (new_ops, parts)
+    return left_ops, left_parts
+
+
+def expand(ans: Answer) -> list[Answer]:
+    """Expand ``±`` into the alternatives it stands for (``1 \\pm 2`` -> [3, -1])."""
+    if not contains(ans, frozenset({"pm"})):
+        return [ans]
+    out = _expand(ans)
+    if len(out) > MAX_EXPANSIONS:
+        raise ParseError("too many ± alternatives")
+    uniq: list[Answer] = []
+    for a in out:
+        if a not in uniq:
+            uniq.append(a)
+    return uniq
+
+
+def _expand(node):
+    if not isinstance(node, tuple) or not node:
+        return [node]
+    if node[0] == "pm":
+        lefts = _expand(node[1])
+        rights = _expand(node[2])
+        out = []
+        for a in lefts:
+            for b in rights:
+                out.append(("add", (a, b)) if a != ("int", 0) else b)
+                out.append(("add", (a, ("neg", b))) if a != ("int", 0) else ("neg", b))
+        return out
+    options = [_expand(c) if isinstance(c, tuple) else [c] for c in node]
+    combos = 1
+    for o in options:
+        combos *= len(o)
+        if combos > MAX_EXPANSIONS:
+            raise ParseError("too many ± alternatives")
+    return [tuple(c) for c in product(*options)]
+
+
+# --------------------------------------------------------------------------------------------
+# labels (the "x" in "x = 5")
+
+
+def is_label(ans: Answer) -> bool:
+    """A name rather than a value: ``x``, ``a_3``, ``f(x)``, ``AB``, ``|AB|``, ``NO/BO``,
+    ``A:B``, ``(p, q)``. Numbers appear only in subscripts / function arguments."""
+    if ans[0] == "expr":
+        return _label_ast(ans[1])
+    if ans[0] == "letter":
+        return not ans[2] and ans[1] not in ("i", "I")
+    if ans[0] == "ratio":
+        return all(_label_ast(p) for p in ans[1])
+    if ans[0] == "coll" and ans[1] == "tuple":
+        return all(is_label(e) for e in ans[2])
+    return False
+
+
+def _label_ast(node: Ast) -> bool:
+    tag = node[0]
+    if tag == "sym":
+        return node[1] not in ("i", "I")
+    if tag == "mul":
+        first, rest = node[1][0], node[1][1:]
+        return _label_ast(first) and all(_label_ast(r) or r[0] == "int" for r in rest)
+    if tag == "div":
+        return _label_ast(node[1]) and _label_ast(node[2])
+    if tag == "abs":
+        return _label_ast(node[1])
+    return False
+
+
+def canonical(node):
+    """Canonical, order-insensitive form of an AST for cheap structural equality."""
+    if not isinstance(node, tuple) or not node:
+        return node
+    if not isinstance(node[0], str):
+        return tuple(canonical(c) for c in node)
+    tag = node[0]
+    if tag == "sx":
+        return node
+    if tag in ("add", "mul"):
+        flat = []
+        for c in node[1]:
+            cc = canonical(c)
+            if cc[0] == tag:
+                flat.extend(cc[1])
+            else:
+                flat.append(cc)
+        if tag == "mul" and contains(node, frozenset({"matrix"})):
+            return (tag, tuple(flat))  # matrix products do not commute
+        return (tag, tuple(sorted(flat, key=repr)))
+    return tuple(canonical(c) if isinstance(c, tuple) else c for c in node)

@@ -1,0 +1,473 @@
+"""The sympy leaf backend. Imported only inside the worker process (``scorer._worker``).
+
+Sympy objects are built from the parser's AST node by node — never from strings, so nothing
+is ``eval``-ed. Equality of two values, cheapest first:
+
+1. the exact pure-Python rules (``ExactBackend``);
+2. identical sympy structure after auto-evaluation -> ``symbolic_equal``;
+3. a decimal against an exact constant (``0.577`` vs ``\\sqrt3/3``): rounding policy;
+4. constants: the difference evaluated by sympy's adaptive ``evalf`` (up to 1000 digits of
+   cancellation, so ``2^{2^{-1000}}`` and 1 are told apart) -> ``numeric_equal``;
+5. expressions: evaluate at seeded random points with 30 significant digits; one clear
+   difference proves inequality, agreement at every point -> ``numeric_equal``; when points
+   cannot be evaluated (undefined functions, symbolic sums) ``simplify(a - b) == 0``.
+"""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+from functools import lru_cache
+
+import sympy as sp
+from sympy.core.function import AppliedUndef
+
+from scorer.compare import ExactBackend, Outcome, Undecided
+from scorer.exact import MIN_SIG_FIGS, decimal_literal, rounds_to
+from scorer.parse import Answer, Ast, contains
+from scorer.verdict import Reason
+
+DIGITS = 30
+EXACT_RTOL = sp.Float("1e-20")
+MAX_CANCEL_DIGITS = 1000
+N_POINTS = 5
+
+
+class ConvertError(ValueError):
+    """An AST node sympy cannot represent (should be rare: the parser is strict)."""
+
+
+_FUNCS = {
+    "sin": sp.sin,
+    "cos": sp.cos,
+    "tan": sp.tan,
+    "cot": sp.cot,
+    "sec": sp.sec,
+    "csc": sp.csc,
+    "arcsin": sp.asin,
+    "arccos": sp.acos,
+    "arctan": sp.atan,
+    "arccot": sp.acot,
+    "arcsec": sp.asec,
+    "arccsc": sp.acsc,
+    "sinh": sp.sinh,
+    "cosh": sp.cosh,
+    "tanh": sp.tanh,
+    "coth": sp.coth,
+    "sech": sp.sech,
+    "csch": sp.csch,
+    "arsinh": sp.asinh,
+    "arcosh": sp.acosh,
+    "artanh": sp.atanh,
+    "ln": sp.log,
+    "exp": sp.exp,
+}
+
+
+@lru_cache(maxsize=4096)
+def to_sympy(node: Ast):
+    """AST -> sympy object (cached: the same gold is converted once per worker)."""
+    tag = node[0]
+    if tag == "int":
+        return sp.Integer(node[1])
+    if tag == "dec":
+        return sp.Rational(node[1]) * sp.Rational(10) ** node[2]
+    if tag == "sym":
+        name = node[1]
+        if name == "e":
+            return sp.E
+        if name in ("i", "I"):
+            return sp.I
+        return sp.Symbol(name)
+    if tag == "const":
+        return sp.pi if node[1] == "pi" else sp.oo
+    if tag == "neg":
+        return -to_sympy(node[1])
+    if tag == "add":
+        return sp.Add(*[to_sympy(c) for c in node[1]])
+    if tag == "mul":
+        out = to_sympy(node[1][0])
+        for c in node[1][1:]:
+            out = out * to_sympy(c)
+        return out
+    if tag == "div":
+        return to_sympy(node[1]) / to_sympy(node[2])
+    if tag == "pow":
+        base, exp = to_sympy(node[1]), to_sympy(node[2])
+        if isinstance(base, sp.MatrixBase):
+            return base ** int(exp)
+        return sp.Pow(base, exp)
+    if tag == "fact":
+        return sp.factorial(to_sympy(node[1]))
+    if tag == "abs":
+        return sp.Abs(to_sympy(node[1]))
+    if tag == "sqrt":
+        return sp.sqrt(to_sympy(node[1]))
+    if tag == "root":
+        return sp.root(to_sympy(node[1]), to_sympy(node[2]))
+    if tag == "binom":
+        return sp.binomial(to_sympy(node[1]), to_sympy(node[2]))
+    if tag == "fn":
+        return _FUNCS[node[1]](to_sympy(node[2]))
+    if tag == "log":
+        base = node[1]
+        arg = to_sympy(node[2])
+        return sp.log(arg) if base == ("int", 0) else sp.log(arg, to_sympy(base))
+    if tag == "floor":
+        return sp.floor(to_sympy(node[1]))
+    if tag == "ceil":
+        return sp.ceiling(to_sympy(node[1]))
+    if tag == "pct":
+        return to_sympy(node[1]) / 100
+    if tag == "deg":
+        return to_sympy(node[1]) * sp.pi / 180
+    if tag == "matrix":
+        return sp.Matrix([[to_sympy(c) for c in row] for row in node[1]])
+    if tag == "det":
+        return to_sympy(node[1]).det()
+    if tag in ("sum", "prod"):
+        var = sp.Symbol(node[2])
+        body = to_sympy(node[1])
+        cls = sp.Sum if tag == "sum" else sp.Product
+        return cls(body, (var, to_sympy(node[3]), to_sympy(node[4])))
+    if tag == "based":
+        return sp.Symbol(f"{node[1]}_{node[2]}")
+    if tag == "ellipsis":
+        return sp.Symbol("...")
+    if tag == "sx":
+        return node[1]
+    raise ConvertError(tag)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, sp.Expr) and x.is_number and x.is_finite is not False
+
+
+def _finite(v) -> bool:
+    return v.is_number and not v.has(sp.nan, sp.zoo, sp.oo, -sp.oo)
+
+
+def _precise_zero(d) -> bool:
+    """evalf of an exact zero returns a zero-with-error-bound (low ``_prec``), not 0."""
+    if d == 0:
+        return True
+    re_part, im_part = d.as_real_imag()
+    for part in (re_part, im_part):
+        if part == 0:
+            continue
+        if isinstance(part, sp.Float) and part._prec < 20:
+            continue
+        return False
+    return True
+
+
+def _magnitude(v) -> sp.Float:
+    return sp.Float(abs(sp.N(v, 15)))
+
+
+def _high_precision(value, digits: int) -> Fraction | None:
+    """A real constant as an exact Fraction carrying ``digits`` correct significant digits."""
+    v = sp.N(value, digits, maxn=MAX_CANCEL_DIGITS)
+    if not v.is_real or not isinstance(v, sp.Float):
+        return None
+    mpf = v._mpf_
+    sign, man, exp, _bc = mpf
+    if man == 0:
+        return Fraction(0)
+    q = Fraction(int(man)) * (Fraction(2) ** exp)
+    return -q if sign else q
+
+
+def _decimal_sig(node: Ast) -> int | None:
+    """Fewest significant figures among non-integer decimal literals in an AST."""
+    out: list[int] = []
+    _walk_decimals(node, out)
+    return min(out) if out else None
+
+
+def _walk_decimals(node, out: list[int]) -> None:
+    if not isinstance(node, tuple) or not node:
+        return
+    if node[0] == "dec":
+        m, e = node[1], node[2]
+        if not (e >= 0 or m % (10 ** (-e)) == 0):
+            out.append(node[3])
+        return
+    for c in node[1:] if isinstance(node[0], str) else node:
+        if isinstance(c, tuple):
+            _walk_decimals(c, out)
+
+
+def _branchy(expr) -> bool:
+    """Fractional powers, roots and logs take principal branches, so forms that agree for
+    positive variables (``\\sqrt{x^2}`` and ``x``) may differ for negative ones; such pairs are
+    compared on positive values only. ``|x|`` is not branchy: ``|x|`` vs ``x`` must differ."""
+    for p in sp.preorder_traversal(expr):
+        if isinstance(p, sp.Pow) and not p.exp.is_integer:
+            return True
+        if isinstance(p, (sp.log, sp.arg)):
+            return True
+    return False
+
+
+class SympyBackend(ExactBackend):
+    """Leaf decisions with sympy; never raises :class:`Undecided`."""
+
+    def values_equal(self, p: Ast, g: Ast) -> Outcome:
+        try:
+            return super().values_equal(p, g)
+        except Undecided:
+            pass
+        try:
+            a, b = to_sympy(p), to_sympy(g)
+        except (ConvertError, TypeError, ValueError, ZeroDivisionError) as exc:
+            return Outcome(False, Reason.PARSE_ERROR, f"cannot build: {exc}")
+        if isinstance(a, sp.MatrixBase) or isinstance(b, sp.MatrixBase):
+            return self._matrices(a, b, p, g)
+        return self._expr_equal(a, b, p, g)
+
+    # -- matrices (products / sums of literal matrices)
+    def _matrices(self, a, b, p: Ast, g: Ast) -> Outcome:
+        if not (isinstance(a, sp.MatrixBase) and isinstance(b, sp.MatrixBase)):
+            return Outcome(False, Reason.STRUCTURE_MISMATCH, "matrix vs scalar")
+        if a.shape != b.shape:
+            return Outcome(False, Reason.STRUCTURE_MISMATCH, "matrix shapes differ")
+        worst = Outcome(True, Reason.SYMBOLIC_EQUAL)
+        for x, y in zip(a, b, strict=True):
+            o = self._expr_equal(sp.sympify(x), sp.sympify(y), None, None)
+            if not o.equal:
+                return o
+            if o.reason == Reason.APPROX_EQUAL or worst.reason == Reason.SYMBOLIC_EQUAL:
+                worst = o
+        return worst
+
+    # -- scalars
+    def _expr_equal(self, a, b, p: Ast | None, g: Ast | None) -> Outcome:
+        if a == b:
+            return Outcome(True, Reason.SYMBOLIC_EQUAL)
+        if any(x.has(sp.nan, sp.zoo) for x in (a, b)):
+            return Outcome(False, Reason.NOT_EQUAL, "undefined value")
+        if p is not None and g is not None:
+            approx = self._decimal_vs_exact(a, b, p, g)
+            if approx is not None:
+                return approx
+        tol = EXACT_RTOL
+        reason = Reason.NUMERIC_EQUAL
+        if p is not None and g is not None:
+            sig_p, sig_g = _decimal_sig(p), _decimal_sig(g)
+            if (sig_p is None) != (sig_g is None):
+                sig = sig_p if sig_p is not None else sig_g
+                if sig is not None and sig >= MIN_SIG_FIGS:
+                    tol = sp.Float(10) ** (1 - sig)
+                    reason = Reason.APPROX_EQUAL
+        syms = a.free_symbols | b.free_symbols
+        if not syms:
+            return self._constants_equal(a, b, tol, reason)
+        return self._sampled_equal(a, b, sorted(syms, key=str), tol, reason)
+
+    def _decimal_vs_exact(self, a, b, p: Ast, g: Ast) -> Outcome | None:
+        """A decimal literal against an exact real constant: the rounding policy."""
+        for dec_node, exact_obj in ((p, b), (g, a)):
+            dec = decimal_literal(dec_node)
+            if dec is None or not _is_number(exact_obj) or exact_obj.free_symbols:
+                continue
+            if exact_obj.is_real is False:
+                return Outcome(False, Reason.NOT_EQUAL, "decimal vs complex")
+            m, e, _sig = dec
+            mag = abs(sp.N(exact_obj, 15))
+            extra = 0 if mag == 0 else int(abs(sp.log(mag, 10).evalf(5))) + 1
+            value = _high_precision(exact_obj, abs(e) + extra + 25)
+            if value is None:
+                return None
+            if rounds_to(dec, value):
+                return Outcome(True, Reason.APPROX_EQUAL, "decimal approximation")
+            return Outcome(False, Reason.NOT_EQUAL)
+        return None
+
+    def _constants_equal(self, a, b, tol, reason: str) -> Outcome:
+        try:
+            d = sp.N(a - b, DIGITS, maxn=MAX_CANCEL_DIGITS)
+            scale = max(_magnitude(a), _magnitude(b))
+        except (TypeError, ValueError, ArithmeticError):
+            d = None
+        if d is not None and _finite(d):
+            if _precise_zero(d):
+                return Outcome(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL)
+            if abs(d) <= tol * scale and tol != EXACT_RTOL:
+                return Outcome(True, reason, "within the decimal's precision")
+            return Outcome(False, Reason.NOT_EQUAL)
+        return self._simplify_equal(a, b)
+
+    def _sampled_equal(self, a, b, syms: list, tol, reason: str) -> Outcome:
+        rng = random.Random(20240917)
+        branchy = _branchy(a) or _branchy(b)
+        diff = a - b
+        if diff == 0:
+            return Outcome(True, Reason.SYMBOLIC_EQUAL)
+        agreed = 0
+        tried = 0
+        while tried < 4 * N_POINTS and agreed < N_POINTS:
+            tried += 1
+            mixed = not branchy and tried % 2 == 0
+            point = {
+                s: sp.Rational(rng.randint(3, 40), rng.randint(7, 17))
+                * (-1 if mixed and rng.random() < 0.5 else 1)
+                for s in syms
+            }
+            try:
+                av = sp.N(a.subs(point), DIGITS)
+                bv = sp.N(b.subs(point), DIGITS)
+                if not (_finite(av) and _finite(bv)):
+                    continue
+                d = sp.N(diff.subs(point), DIGITS, maxn=300)
+            except (TypeError, ValueError, ArithmeticError, RecursionError):
+                continue
+            if not _finite(d):
+                continue
+            scale = max(_magnitude(av), _magnitude(bv), sp.Float("1e-300"))
+            if _precise_zero(d) or (tol != EXACT_RTOL and abs(d) <= tol * scale):
+                agreed += 1
+                continue
+            return Outcome(False, Reason.NOT_EQUAL, "differ at a sample point")
+        if agreed >= 3:
+            detail = f"agree at {agreed} random points"
+            return Outcome(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL, detail)
+        return self._simplify_equal(a, b)
+
+    def _simplify_equal(self, a, b) -> Outcome:
+        try:
+            d = sp.simplify(a - b)
+        except (TypeError, ValueError, ArithmeticError, RecursionError, NotImplementedError):
+            return Outcome(False, Reason.NOT_EQUAL, "could not compare")
+        if d == 0:
+            return Outcome(True, Reason.SYMBOLIC_EQUAL)
+        return Outcome(False, Reason.NOT_EQUAL)
+
+    # -- equations
+    def proportional(self, a: Ast, b: Ast, positive: bool) -> bool:
+        try:
+            return super().proportional(a, b, positive)
+        except Undecided:
+            pass
+        x, y = to_sympy(a), to_sympy(b)
+        if x == 0 or y == 0:
+            return x == y
+        syms = sorted(x.free_symbols | y.free_symbols, key=str)
+        try:
+            ratio = sp.cancel(sp.together(x / y))
+        except (TypeError, ValueError, ArithmeticError, NotImplementedError):
+            ratio = None
+        if ratio is not None and not ratio.free_symbols and ratio.is_number:
+            if ratio == 0 or not ratio.is_finite:
+                return False
+            if positive:
+                return bool(ratio.is_real and ratio > 0)
+            return True
+        # numeric: the ratio takes the same value at every sample point (compared exactly:
+        # the difference of two ratio values must evaluate to a true zero)
+        rng = random.Random(7)
+        ratio_expr = x / y
+        values = []
+        for _ in range(4 * N_POINTS):
+            point = {s: sp.Rational(rng.randint(3, 40), rng.randint(7, 17)) for s in syms}
+            try:
+                r = ratio_expr.subs(point)
+                rv = sp.N(r, DIGITS)
+            except (TypeError, ValueError, ArithmeticError, ZeroDivisionError):
+                continue
+            if not _finite(rv) or _precise_zero(rv):
+                continue
+            values.append((r, rv))
+            if len(values) >= N_POINTS:
+                break
+        if len(values) < 3:
+            return False
+        r0, r0v = values[0]
+        for r, _rv in values[1:]:
+            try:
+                d = sp.N(r - r0, DIGITS, maxn=300)
+            except (TypeError, ValueError, ArithmeticError):
+                return False
+            if not _precise_zero(d):
+                return False
+        return not positive or bool(sp.re(r0v) > 0)
+
+    # -- inequalities with a non-trivial left side, e.g. 1 <= |z| <= 3/2
+    def solve_relation(self, rel: Answer) -> Answer | None:
+        exprs = [to_sympy(part[1]) for part in rel[2]]
+        syms = set().union(*(e.free_symbols for e in exprs))
+        if len(syms) != 1 or any(e.has(AppliedUndef) for e in exprs):
+            return None
+        (x,) = syms
+        xr = sp.Symbol(x.name, real=True)
+        exprs = [e.subs(x, xr) for e in exprs]
+        ops = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "!=": sp.Ne}
+        region = sp.S.Reals
+        for i, op in enumerate(rel[1]):
+            if op not in ops:
+                return None
+            cond = ops[op](exprs[i], exprs[i + 1])
+            region = region.intersect(sp.solveset(cond, xr, sp.S.Reals))
+        return _set_to_answer(region)
+
+    def sets_equal(self, cp: list, cg: list) -> Outcome:
+        try:
+            return super().sets_equal(cp, cg)
+        except Undecided:
+            pass
+        sa, sb = _components_to_set(cp), _components_to_set(cg)
+        if sa is None or sb is None:
+            return Outcome(False, Reason.STRUCTURE_MISMATCH, "not comparable as sets")
+        try:
+            same = bool(sa == sb)
+        except (TypeError, ValueError, NotImplementedError):
+            same = False
+        return Outcome(same, Reason.SYMBOLIC_EQUAL if same else Reason.NOT_EQUAL)
+
+
+def _set_to_answer(s) -> Answer | None:
+    if isinstance(s, sp.Interval):
+        return (
+            "interval",
+            bool(s.left_open),
+            _sx(s.start),
+            _sx(s.end),
+            bool(s.right_open),
+        )
+    if isinstance(s, sp.Union):
+        parts = [_set_to_answer(a) for a in s.args]
+        return None if any(p is None for p in parts) else ("union", tuple(parts))
+    if isinstance(s, sp.FiniteSet):
+        return ("coll", "set", tuple(("expr", _sx(e)) for e in s.args))
+    if s == sp.S.Reals:
+        return ("namedset", "R")
+    if s == sp.S.EmptySet:
+        return ("coll", "set", ())
+    return None
+
+
+def _sx(obj) -> Ast:
+    if obj == sp.oo:
+        return ("const", "oo")
+    if obj == -sp.oo:
+        return ("neg", ("const", "oo"))
+    if isinstance(obj, sp.Integer):
+        return ("int", int(obj))
+    return ("sx", obj)
+
+
+def _components_to_set(components: list):
+    parts = []
+    for c in components:
+        if c[0] == "iv":
+            _, lo_open, lo, hi, hi_open = c
+            parts.append(sp.Interval(to_sympy(lo), to_sympy(hi), lo_open, hi_open))
+        elif c[0] == "pt":
+            if c[1][0] != "expr" or contains(c[1][1], frozenset({"matrix"})):
+                return None
+            parts.append(sp.FiniteSet(to_sympy(c[1][1])))
+        elif c[0] == "named" and c[1] == "R":
+            parts.append(sp.S.Reals)
+        else:
+            return None
+    return sp.Union(*parts) if parts else sp.S.EmptySet
