@@ -19,6 +19,7 @@ from . import metrics
 from .admission import Admission, Overloaded
 from .models import ExecuteRequest, ExecuteResponse, Truncated
 from .pool import WarmPool
+from .process_sandbox import ProcessSandboxes
 from .sandbox import DockerSandboxes, RunResult, SandboxError
 from .settings import Settings
 
@@ -89,28 +90,45 @@ def to_response(result: RunResult, request_id: str) -> ExecuteResponse:
     )
 
 
+def make_sandboxes(settings: Settings, isolation: str) -> DockerSandboxes:
+    """The sandboxes of one isolation mode."""
+    return ProcessSandboxes(settings) if isolation == "process" else DockerSandboxes(settings)
+
+
 class Executor:
-    """Owns the sandboxes, the pool, admission and the background upkeep tasks."""
+    """Owns the sandboxes, the pools, admission and the background upkeep tasks.
+
+    ``pool`` serves the server's isolation mode. A process-mode server also keeps a small
+    container-mode pool for requests that ask for ``isolation: "container"``; a container-mode
+    server answers every request in container mode, the stricter one.
+    """
 
     def __init__(self, settings: Settings, sandboxes: DockerSandboxes | None = None) -> None:
         self.settings = settings
-        self.sandboxes = sandboxes or DockerSandboxes(settings)
+        self.sandboxes = sandboxes or make_sandboxes(settings, settings.isolation)
         # Docker calls block: give them their own thread budget, apart from FastAPI's.
         self._limiter = anyio.CapacityLimiter(settings.max_concurrency * 2 + 16)
         self.admission = Admission(
             settings.max_concurrency, settings.max_queue, settings.queue_timeout
         )
-        self.pool = WarmPool(
-            self.sandboxes,
-            settings.pool_size,
-            self.run_in_thread,
-            max_parallel_warmups=settings.warmup_parallelism,
-        )
+        self.pool = self._make_pool(self.sandboxes, settings.pool_size)
+        self.pools = {settings.isolation: self.pool}
+        if settings.isolation == "process":
+            strict = make_sandboxes(settings, "container")
+            self.pools["container"] = self._make_pool(strict, settings.strict_pool_size)
         self.docker_ok = False
         self.image_ok = False
         self.running_ids: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._orphan_candidates: set[str] = set()
+
+    def _make_pool(self, sandboxes: DockerSandboxes, size: int) -> WarmPool:
+        return WarmPool(
+            sandboxes,
+            size,
+            self.run_in_thread,
+            max_parallel_warmups=self.settings.warmup_parallelism,
+        )
 
     async def run_in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._limiter)
@@ -120,7 +138,8 @@ class Executor:
         await self.check_docker()
         if self.docker_ok:
             await self.reap(everything=True)
-        self.pool.start()
+        for pool in self.pools.values():
+            pool.start()
         self._tasks = [
             asyncio.create_task(
                 self._every(self.settings.docker_check_interval, self.check_docker)
@@ -132,7 +151,8 @@ class Executor:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.pool.stop()
+        for pool in self.pools.values():
+            await pool.stop()
         if self.docker_ok:
             await self.reap(everything=True)
 
@@ -154,17 +174,19 @@ class Executor:
                 self.image_ok = False
             if not was_ok:
                 log.info("Docker engine reachable")
-                self.pool.purge_dead()
         elif was_ok:
             log.error("Docker engine unreachable")
         if self.docker_ok:
-            self.pool.purge_dead()
+            for pool in self.pools.values():
+                pool.purge_dead()
         metrics.DOCKER_UP.set(1 if self.docker_ok else 0)
 
     async def reap(self, everything: bool = False) -> int:
         """Remove this instance's containers that nobody owns (seen twice, or at start/stop)."""
         ids = set(await self.run_in_thread(self.sandboxes.list_ids))
-        owned = self.pool.ready_ids() | self.running_ids
+        owned = set(self.running_ids)
+        for pool in self.pools.values():
+            owned |= pool.ready_ids()
         unowned = ids - owned
         if everything:
             doomed = unowned
@@ -183,6 +205,7 @@ class Executor:
             "pool_ready": self.pool.ready_count,
             "pool_size": self.settings.pool_size,
             "pool_warm": self.pool.is_warm(),
+            "isolation": self.settings.isolation,
             "running": self.admission.running,
             "queued": self.admission.waiting,
             "last_error": self.pool.last_error,
@@ -212,19 +235,23 @@ class Executor:
     async def _run_once(
         self, req: ExecuteRequest, timeout: float, memory_mb: int, wait: float
     ) -> RunResult:
+        pool = self.pools.get(req.isolation or self.settings.isolation, self.pool)
+        sandboxes = pool.sandboxes
         try:
-            warm = await self.pool.acquire(wait)
+            warm = await pool.acquire(wait)
         except TimeoutError:
-            reason = self.pool.last_error or "no sandbox became ready in time"
+            reason = pool.last_error or "no sandbox became ready in time"
             raise ServiceUnavailable(f"no sandbox available: {reason}") from None
         self.running_ids.add(warm.id)
+        result: RunResult | None = None
         try:
             if warm.memory_mb != memory_mb:
-                await self.run_in_thread(self.sandboxes.resize, warm, memory_mb)
-            return await self.run_in_thread(self.sandboxes.run, warm, req.code, req.input, timeout)
+                await self.run_in_thread(sandboxes.resize, warm, memory_mb)
+            result = await self.run_in_thread(sandboxes.run, warm, req.code, req.input, timeout)
+            return result
         except SandboxError as exc:
             metrics.SANDBOX_ERRORS.inc()
             raise ServiceUnavailable(str(exc)) from exc
         finally:
             self.running_ids.discard(warm.id)
-            self.pool.discard(warm)
+            pool.release(warm, result)

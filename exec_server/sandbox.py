@@ -12,8 +12,10 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker.errors
 from docker.types import LogConfig, Ulimit
@@ -47,13 +49,15 @@ class SandboxError(RuntimeError):
 
 @dataclass
 class WarmContainer:
-    """A started container whose interpreter waits on stdin for its one snippet."""
+    """A started container whose interpreter waits on stdin for its snippet (or snippets)."""
 
     id: str
     sock: socket.socket
     memory_mb: int
     created_at: float = field(default_factory=time.monotonic)
+    runs: int = 0
     _buffer: bytearray = field(default_factory=bytearray)
+    _stdout: bytearray = field(default_factory=bytearray)  # demultiplexed, not yet parsed
 
 
 @dataclass
@@ -67,7 +71,19 @@ class RunResult:
     duration_ms: float
 
 
-class _Streams:
+def pop_frames(buffer: bytearray) -> Iterator[tuple[int, bytes]]:
+    """Take complete frames (Docker's attach format: kind, 3 zero bytes, 4-byte big-endian
+    length) off the front of ``buffer``; an incomplete tail stays for the next read."""
+    while len(buffer) >= 8:
+        kind, size = buffer[0], int.from_bytes(buffer[4:8], "big")
+        if len(buffer) < 8 + size:
+            return
+        data = bytes(buffer[8 : 8 + size])
+        del buffer[: 8 + size]
+        yield kind, data
+
+
+class Streams:
     """Demultiplexes Docker's attach stream (8-byte frame headers) into capped buffers."""
 
     def __init__(self, cap: int) -> None:
@@ -76,14 +92,10 @@ class _Streams:
         self.truncated = {_STDOUT: False, _STDERR: False}
 
     def feed_frames(self, buffer: bytearray) -> None:
-        while len(buffer) >= 8:
-            kind, size = buffer[0], int.from_bytes(buffer[4:8], "big")
-            if len(buffer) < 8 + size:
-                return
-            self._add(kind, bytes(buffer[8 : 8 + size]))
-            del buffer[: 8 + size]
+        for kind, data in pop_frames(buffer):
+            self.add(kind, data)
 
-    def _add(self, kind: int, data: bytes) -> None:
+    def add(self, kind: int, data: bytes) -> None:
         target = self.out.get(kind)
         if target is None:
             return
@@ -97,13 +109,38 @@ class _Streams:
     def over_cap(self) -> bool:
         return self.truncated[_STDOUT] or self.truncated[_STDERR]
 
+    def result(self, status: str, exit_code: int | None, duration_ms: float) -> RunResult:
+        """The run's answer from what was kept (both isolation modes build it here)."""
+        return RunResult(
+            status=status,
+            exit_code=exit_code,
+            stdout=bytes(self.out[_STDOUT]),
+            stderr=bytes(self.out[_STDERR]),
+            truncated_stdout=self.truncated[_STDOUT],
+            truncated_stderr=self.truncated[_STDERR],
+            duration_ms=round(duration_ms, 2),
+        )
+
+
+def runner_frame(code: str, stdin: str) -> bytes:
+    """The frame ``sandbox_runner`` reads: a 4-byte big-endian length and the JSON request."""
+    payload = json.dumps({"code": code, "input": stdin}).encode()
+    return len(payload).to_bytes(4, "big") + payload
+
 
 def _raw_socket(sock: object) -> socket.socket:
     return getattr(sock, "_sock", sock)  # docker-py hands back a SocketIO over a unix socket
 
 
 class DockerSandboxes:
-    """Creates, runs and removes sandbox containers with the hardening of the settings."""
+    """Creates, runs and removes sandbox containers with the hardening of the settings.
+
+    Container isolation: one container per snippet, never reused. Subclasses change what runs
+    inside (``_command``, ``_user``, ``_host_options``) and whether a container may serve again
+    (``can_reuse``/``settle``).
+    """
+
+    reuses_containers = False
 
     def __init__(self, settings: Settings, client: docker.DockerClient | None = None) -> None:
         self.settings = settings
@@ -139,18 +176,30 @@ class DockerSandboxes:
             raise SandboxError(f"cannot inspect image: {exc}") from exc
 
     # -- lifecycle -----------------------------------------------------------------------
-    def _host_config(self, memory_mb: int) -> dict:
+    def _command(self) -> list[str]:
+        config = json.dumps({"preload": self.settings.preload_modules})
+        return ["python3", "-I", "-u", "-c", RUNNER_SOURCE, config]
+
+    def _user(self) -> str:
+        return self.settings.sandbox_user
+
+    def container_memory_mb(self, memory_mb: int) -> int:
+        """The container's memory limit for a snippet limit of ``memory_mb``."""
+        return memory_mb
+
+    def _host_options(self, memory_mb: int) -> dict[str, Any]:
         s = self.settings
         fsize = s.tmpfs_mb * 1024 * 1024
-        return self.api.create_host_config(
+        limit = f"{self.container_memory_mb(memory_mb)}m"
+        return dict(
             network_mode="none",
             read_only=True,
             tmpfs={"/tmp": f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=4096,mode=1777"},
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             pids_limit=s.pids_limit,
-            mem_limit=f"{memory_mb}m",
-            memswap_limit=f"{memory_mb}m",
+            mem_limit=limit,
+            memswap_limit=limit,
             nano_cpus=int(s.cpus * 1e9),
             ulimits=[
                 Ulimit(name="nofile", soft=s.nofile, hard=s.nofile),
@@ -166,19 +215,18 @@ class DockerSandboxes:
     def create_warm(self, memory_mb: int | None = None) -> WarmContainer:
         """Create and start a container, and wait until its interpreter is ready for code."""
         memory_mb = memory_mb or self.settings.memory_mb_default
-        config = json.dumps({"preload": self.settings.preload_modules})
         try:
             container_id = self.api.create_container(
                 self.settings.sandbox_image,
-                command=["python3", "-I", "-u", "-c", RUNNER_SOURCE, config],
-                user=self.settings.sandbox_user,
+                command=self._command(),
+                user=self._user(),
                 environment=SANDBOX_ENV,
                 working_dir="/tmp",
                 hostname="sandbox",
                 labels=self.labels,
                 stdin_open=True,
                 network_disabled=True,
-                host_config=self._host_config(memory_mb),
+                host_config=self.api.create_host_config(**self._host_options(memory_mb)),
             )["Id"]
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot create sandbox: {exc}") from exc
@@ -196,7 +244,7 @@ class DockerSandboxes:
             raise SandboxError(f"cannot start sandbox: {exc}") from exc
 
     def _wait_ready(self, warm: WarmContainer) -> None:
-        streams = _Streams(cap=1 << 20)
+        streams = Streams(cap=1 << 20)
         deadline = time.monotonic() + WARMUP_TIMEOUT
         while READY_MARKER not in streams.out[_STDOUT]:
             remaining = deadline - time.monotonic()
@@ -212,7 +260,7 @@ class DockerSandboxes:
 
     def resize(self, warm: WarmContainer, memory_mb: int) -> None:
         """Give a warm container another memory limit (both RAM and RAM+swap)."""
-        limit = f"{memory_mb}m"
+        limit = f"{self.container_memory_mb(memory_mb)}m"
         try:
             self.api.update_container(warm.id, mem_limit=limit, memswap_limit=limit)
         except docker.errors.DockerException as exc:
@@ -225,13 +273,9 @@ class DockerSandboxes:
         Output is read from the stream while the code runs; at the wall limit, or when a
         stream passes its cap, the container is SIGKILLed and what was read is kept.
         """
-        payload = json.dumps({"code": code, "input": stdin}).encode()
-        streams = _Streams(cap=self.settings.output_max_bytes)
+        streams = Streams(cap=self.settings.output_max_bytes)
         killed_for: str | None = None
-        try:
-            warm.sock.sendall(len(payload).to_bytes(4, "big") + payload)
-        except OSError as exc:
-            raise SandboxError(f"sandbox not accepting code: {exc}") from exc
+        self._send(warm, runner_frame(code, stdin))
         started = time.monotonic()
         deadline = started + timeout
         while True:
@@ -262,15 +306,24 @@ class DockerSandboxes:
             self.kill(warm.id)
         exit_code, oom_killed = self._exit_state(warm.id)
         status = self._status(killed_for, exit_code, oom_killed, streams.out[_STDERR])
-        return RunResult(
-            status=status,
-            exit_code=None if killed_for else exit_code,
-            stdout=bytes(streams.out[_STDOUT]).replace(READY_MARKER, b"", 1),
-            stderr=bytes(streams.out[_STDERR]),
-            truncated_stdout=streams.truncated[_STDOUT],
-            truncated_stderr=streams.truncated[_STDERR],
-            duration_ms=round(duration_ms, 2),
-        )
+        result = streams.result(status, None if killed_for else exit_code, duration_ms)
+        result.stdout = result.stdout.replace(READY_MARKER, b"", 1)
+        return result
+
+    @staticmethod
+    def _send(warm: WarmContainer, data: bytes) -> None:
+        try:
+            warm.sock.sendall(data)
+        except OSError as exc:
+            raise SandboxError(f"sandbox not accepting code: {exc}") from exc
+
+    def can_reuse(self, warm: WarmContainer, result: RunResult) -> bool:
+        """Whether the container may serve another snippet after ``result`` (never, here)."""
+        return False
+
+    def settle(self, warm: WarmContainer) -> bool:
+        """Wait until a reusable container is clean again; False means remove it."""
+        return False
 
     @staticmethod
     def _status(killed_for: str | None, exit_code: int, oom_killed: bool, stderr: bytes) -> str:

@@ -41,7 +41,26 @@ class Settings(BaseSettings):
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. 'runsc' (gVisor).")
     sandbox_user: str = "10001:10001"
     preload: str = Field(default="sympy,numpy", description="Modules imported before the code.")
-    isolation: Literal["container", "process"] = "container"
+    isolation: Literal["container", "process"] = Field(
+        default="container",
+        description="'container': a fresh container per snippet. 'process': pooled containers "
+        "whose supervisor forks a fresh unprivileged child per snippet (docs/process-mode.md).",
+    )
+    process_max_runs: int = Field(
+        default=200, ge=1, description="Snippets a process-mode container serves before renewal."
+    )
+    process_memory_overhead_mb: int = Field(
+        default=160,
+        ge=0,
+        description="Added to a process-mode container's memory limit: the supervisor and its "
+        "preloaded modules; each snippet still gets its own memory_mb of address space.",
+    )
+    strict_pool_size: int = Field(
+        default=1,
+        ge=0,
+        description="In process mode, warm containers kept for requests asking for "
+        "isolation='container'.",
+    )
     instance: str = Field(default="default", description="Label that scopes orphan reaping.")
 
     # Capacity
@@ -68,6 +87,10 @@ class Settings(BaseSettings):
             raise ValueError("BOXED_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
         if self.memory_mb_default > self.memory_mb_max:
             raise ValueError("BOXED_MEMORY_MB_DEFAULT exceeds BOXED_MEMORY_MB_MAX")
+        if self.isolation == "process":
+            ids = self.sandbox_user.split(":", 1)
+            if not all(i.isdigit() and int(i) > 0 for i in ids):
+                raise ValueError("process isolation needs BOXED_SANDBOX_USER as non-zero uid[:gid]")
         return self
 
     @property

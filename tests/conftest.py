@@ -46,10 +46,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def boxed_service() -> Iterator[str]:
-    """Base URL of a real service backed by Docker; asserts no container is left after."""
-    service = ServiceProcess().start()
+ISOLATION_MODES = ("container", "process")
+
+
+@pytest.fixture(scope="session", params=ISOLATION_MODES)
+def boxed_service(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Base URL of a real service backed by Docker, once per isolation mode (every test that
+    uses it must hold in both); asserts no container is left after."""
+    service = ServiceProcess(BOXED_ISOLATION=request.param).start()
     try:
         yield service.url
     finally:

@@ -1,0 +1,526 @@
+"""Process isolation (BOXED_ISOLATION=process): tampering, clean-up and container retirement.
+
+The verdict checklist (ok, error, stdin, timeout with partial output, memory, output flood,
+fork bomb, read-only root, no persistence, 32 in parallel) runs in both modes through the
+parametrized ``boxed_service`` fixture of tests/test_execute.py. This module covers what only
+process mode has: a supervisor and its later snippets that a snippet must not be able to reach.
+
+Snippets that tamper and snippets that check must meet in the same container, or a check would
+prove nothing: the ``single`` service has one pooled container and runs one snippet at a time,
+and every such test asserts, from the snippets' own view of their cgroup, that they did meet.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from unittest import mock
+
+import httpx
+import pytest
+
+from exec_server import sandbox_runner, supervisor
+from exec_server.process_sandbox import ProcessSandboxes
+from exec_server.sandbox import SandboxError, WarmContainer
+from exec_server.settings import Settings
+from tests.conftest import ServiceProcess, instance_containers
+
+WHERE = (
+    "import re as _re\n"
+    "print(_re.search(r'/docker/([0-9a-f]{64})', open('/proc/self/cgroup').read()).group(1))\n"
+)
+
+
+def run(url: str, code: str, **fields: object) -> dict:
+    r = httpx.post(f"{url}/execute", json={"code": code, **fields}, timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def run_where(url: str, code: str, **fields: object) -> tuple[str, str, dict]:
+    """Run ``code`` after a line that prints the container's id: (id, rest of stdout, answer)."""
+    data = run(url, WHERE + code, **fields)
+    container, _, rest = data["stdout"].partition("\n")
+    assert len(container) == 64, data
+    return container, rest, data
+
+
+def tamper_then_check(
+    url: str, attack: str, check: str, attack_fields: dict | None = None, **check_fields: object
+) -> tuple[str, dict, str, dict]:
+    """Run ``attack``, then ``check``, asserting that both met in the same container:
+    (attack's stdout after the id line, its answer, the same for check)."""
+    first, attack_out, attack_data = run_where(url, attack, **(attack_fields or {}))
+    second, check_out, check_data = run_where(url, check, **check_fields)
+    assert second == first, "the check must run in the container the attack ran in"
+    return attack_out, attack_data, check_out, check_data
+
+
+@contextmanager
+def single_container_service(**env: str) -> Iterator[ServiceProcess]:
+    """A process-mode service with one container serving one snippet at a time; asserts no
+    container is left after."""
+    service = ServiceProcess(
+        BOXED_ISOLATION="process",
+        BOXED_POOL_SIZE="1",
+        BOXED_MAX_CONCURRENCY="1",
+        BOXED_STRICT_POOL_SIZE="0",
+        **env,
+    ).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+        leftover = instance_containers(service.instance)
+        assert leftover == [], f"containers left behind: {leftover}"
+
+
+@pytest.fixture(scope="module")
+def single() -> Iterator[str]:
+    with single_container_service() as service:
+        yield service.url
+
+
+# -- the supervisor is out of reach ------------------------------------------------------------
+SIGNAL_AND_TRACE = """
+import ctypes, os, signal
+sup = os.getppid()
+libc = ctypes.CDLL(None, use_errno=True)
+out = []
+for target in (sup, 1):
+    for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM, 0):
+        try:
+            os.kill(target, sig)
+            out.append('sent')
+        except PermissionError:
+            out.append('EPERM')
+    for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE
+        out.append((libc.ptrace(request, target, 0, 0), ctypes.get_errno()))
+try:
+    os.killpg(os.getpgid(sup), signal.SIGKILL)
+    out.append('group sent')
+except PermissionError:
+    out.append('group EPERM')
+print(out)
+status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
+sup_status = dict(l.split(':', 1) for l in open(f'/proc/{sup}/status').read().splitlines())
+print(status['Uid'].split(), status['Groups'].split(), status['NoNewPrivs'].strip())
+print([status[c].strip() for c in ('CapInh', 'CapPrm', 'CapEff', 'CapAmb')])
+print(sup_status['Uid'].split()[0], sup_status['Name'].strip())
+"""
+
+
+@pytest.mark.docker
+def test_snippet_cannot_signal_or_trace_the_supervisor(single: str) -> None:
+    out, data, after, _ = tamper_then_check(single, SIGNAL_AND_TRACE, "print('served')")
+    tried, ids, caps, supervisor_line = out.splitlines()
+    eperm = (-1, 1)
+    assert eval(tried) == (["EPERM"] * 4 + [eperm, eperm]) * 2 + ["group EPERM"], data
+    assert ids == "['10001', '10001', '10001', '10001'] [] 1"  # uids, no groups, no_new_privs
+    assert eval(caps) == ["0000000000000000"] * 4
+    assert supervisor_line == "0 python3"  # a different uid: root, but out of the snippet's reach
+    assert after == "served\n", "the supervisor must have survived and served"
+
+
+READ_SUPERVISOR = """
+import os
+sup = os.getppid()
+out = []
+for path in ('mem', 'environ', 'fd/0', 'fd/1', 'maps', 'root/tmp', 'cwd'):
+    for pid in (sup, 1):
+        try:
+            with open(f'/proc/{pid}/{path}', 'rb') as f:
+                f.read(1)
+            out.append('read')
+        except IsADirectoryError:
+            try:
+                os.listdir(f'/proc/{pid}/{path}')
+                out.append('listed')
+            except PermissionError:
+                out.append('EACCES')
+        except PermissionError:
+            out.append('EACCES')
+try:
+    os.listdir(f'/proc/{sup}/fd')
+    out.append('listed fds')
+except PermissionError:
+    out.append('EACCES')
+print(out)
+"""
+
+
+@pytest.mark.docker
+def test_snippet_cannot_read_supervisor_memory_environment_or_streams(single: str) -> None:
+    _, out, data = run_where(single, READ_SUPERVISOR)
+    assert eval(out) == ["EACCES"] * 15, data
+
+
+FORGE_RESULT = """
+import os, sys
+fake = b'{"exit_code": 0, "killed_for": null, "oom_killed": false, "duration_ms": 1}'
+sys.stdout.flush()
+os.write(1, bytes([3, 0, 0, 0]) + len(fake).to_bytes(4, 'big') + fake)
+try:
+    open(f'/proc/{os.getppid()}/fd/1', 'wb').write(b'x')
+except PermissionError:
+    os.write(2, b'EACCES')
+sys.exit(5)
+"""
+
+
+@pytest.mark.docker
+def test_forged_protocol_frames_stay_plain_output(single: str) -> None:
+    _, out, data = run_where(single, FORGE_RESULT)
+    assert data["status"] == "error" and data["exit_code"] == 5  # the verdict is not forged
+    assert out.endswith('"duration_ms": 1}') and out.startswith("\x03\x00\x00\x00")
+    assert data["stderr"] == "EACCES"
+
+
+# -- nothing of a snippet reaches the next one -------------------------------------------------
+PLANT = """
+import os, sys
+open('/tmp/boxed_planted.py', 'w').write('print("PLANTED")')
+open('/tmp/sitecustomize.py', 'w').write('print("PLANTED")')
+open('sitecustomize.py', 'w').write('print("PLANTED")')
+open('usercustomize.py', 'w').write('print("PLANTED")')
+os.makedirs('/tmp/deep/a/b', exist_ok=True)
+open('/tmp/deep/a/b/f', 'w').write('x')
+os.chmod('/tmp/deep/a', 0)
+os.mkfifo('/tmp/fifo')
+refused = 0
+for entry in sys.path:
+    try:
+        open(os.path.join(entry, 'boxed_planted.py'), 'w').write('print("PLANTED")')
+    except OSError:
+        refused += 1
+print(refused == len(sys.path), os.getcwd(), sorted(os.listdir('/tmp')))
+"""
+CHECK_PLANTED = """
+import os
+try:
+    import boxed_planted
+    print('imported')
+except ModuleNotFoundError:
+    print('not found')
+print(sorted(os.listdir('/tmp')), os.listdir('.'), os.getcwd())
+"""
+
+
+@pytest.mark.docker
+def test_planted_files_and_modules_do_not_reach_the_next_snippet(single: str) -> None:
+    out, data, after, checked = tamper_then_check(single, PLANT, CHECK_PLANTED)
+    planted = ["boxed_planted.py", "deep", "fifo", "run", "sitecustomize.py"]
+    assert out == f"True /tmp/run {planted}\n", data
+    assert after == "not found\n['run'] [] /tmp/run\n", checked
+    assert "PLANTED" not in checked["stdout"] + checked["stderr"]
+
+
+WRITABLE_PLACES = """
+import os
+found = []
+for root, dirs, _ in os.walk('/'):
+    if root in ('/proc', '/sys', '/tmp'):
+        dirs[:] = []
+        continue
+    probe = os.path.join(root, '.boxed-probe')
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        os.unlink(probe)
+        found.append(root)
+    except OSError:
+        pass
+print(found)
+"""
+
+
+@pytest.mark.docker
+def test_tmp_is_the_only_writable_place(single: str) -> None:
+    _, out, data = run_where(single, WRITABLE_PLACES, timeout=20)
+    assert out == "[]\n", data
+
+
+IPC = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+out = []
+for call in (lambda: libc.shmget(0x5eed, 4096, 0o1600),
+             lambda: libc.msgget(0x5eed, 0o1600),
+             lambda: libc.semget(0x5eed, 1, 0o1600),
+             lambda: libc.mq_open(b'/boxed', os.O_CREAT | os.O_RDWR, 0o600, None)):
+    out.append(call() == -1 and ctypes.get_errno() != 0)
+print(out)
+"""
+
+
+@pytest.mark.docker
+def test_ipc_objects_that_would_outlive_a_snippet_cannot_be_made(single: str) -> None:
+    _, out, data = run_where(single, IPC)
+    assert out == "[True, True, True, True]\n", data
+
+
+MONKEYPATCH = """
+import builtins, json, math, sys, sympy
+sympy.sqrt = lambda x: 'patched'
+json.dumps = lambda *a, **k: 'patched'
+math.pi = 3
+builtins.len = lambda x: -1
+sys.modules['numpy'] = None
+sys.path.insert(0, '/tmp')
+print(sympy.sqrt(8))
+"""
+CHECK_MONKEYPATCH = """
+import json, math, sys, numpy, sympy
+print(sympy.sqrt(8), json.dumps([1]), math.pi, len('ab'), sys.path[0] != '/tmp', numpy.__name__)
+"""
+
+
+@pytest.mark.docker
+def test_monkeypatched_preloaded_modules_do_not_leak(single: str) -> None:
+    out, _, after, checked = tamper_then_check(single, MONKEYPATCH, CHECK_MONKEYPATCH)
+    assert out == "patched\n"
+    assert after == "2*sqrt(2) [1] 3.141592653589793 2 True numpy\n", checked
+
+
+DAEMON = """
+import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # daemonised: its parent is gone, it is in no group of the snippet's
+        open('/tmp/daemon-was-here', 'w').write(str(os.getpid()))
+        time.sleep(0.3)  # let this snippet end first; then attack whatever runs next
+        while True:
+            open('/tmp/daemon-was-here', 'w').write(str(os.getpid()))
+            for pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:
+                if pid != os.getpid():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            time.sleep(0.01)
+    os._exit(0)
+while not os.path.exists('/tmp/daemon-was-here'):
+    time.sleep(0.01)
+print('daemon started')
+"""
+CHECK_DAEMON = """
+import os, time
+time.sleep(0.5)  # a surviving daemon would have killed us by now
+known = (1, os.getppid(), os.getpid())
+others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in known]
+print(others, os.path.exists('/tmp/daemon-was-here'))
+"""
+
+
+@pytest.mark.docker
+def test_daemonised_leftover_process_is_killed_before_the_next_snippet(single: str) -> None:
+    out, data, after, checked = tamper_then_check(single, DAEMON, CHECK_DAEMON)
+    assert data["status"] == "ok" and out == "daemon started\n", data
+    assert after == "[] False\n", checked
+
+
+THREADS_AND_FDS = """
+import os, socket, threading, time
+def spin():
+    while True:
+        time.sleep(0.01)
+threading.Thread(target=spin).start()  # not a daemon thread: python -c would wait for it
+threading.Thread(target=spin, daemon=True).start()
+kept = [open('/etc/hostname') for _ in range(20)] + [socket.socket() for _ in range(5)]
+kept += list(os.pipe())
+print(threading.active_count())
+"""
+CHECK_THREADS_AND_FDS = """
+import os, threading
+tasks, fds = os.listdir('/proc/self/task'), sorted(os.listdir('/proc/self/fd'))
+print(threading.active_count(), len(tasks), fds)
+"""
+
+
+@pytest.mark.docker
+def test_leftover_threads_and_descriptors_die_with_the_snippet(single: str) -> None:
+    out, _, after, checked = tamper_then_check(single, THREADS_AND_FDS, CHECK_THREADS_AND_FDS)
+    assert out == "3\n"
+    assert after == "1 1 ['0', '1', '2', '3']\n", checked  # 3: the descriptor listdir used
+
+
+SCAN_OWN_MEMORY = """
+import re
+# Each secret is searched for as two halves joined in a pattern, never as one byte string
+# that would itself sit in this snippet's memory.
+patterns = [re.compile(re.escape(bytes.fromhex(a)) + b'(?:)' + re.escape(bytes.fromhex(b)))
+            for a, b in {halves!r}]
+found = set()
+with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:
+    for line in maps:
+        m = re.match(r'([0-9a-f]+)-([0-9a-f]+) r', line)
+        if not m or line.rstrip().endswith(('[vvar]', '[vsyscall]')):
+            continue
+        start, end = int(m.group(1), 16), int(m.group(2), 16)
+        for offset in range(start, end, 1 << 22):
+            try:
+                mem.seek(offset)
+                block = mem.read(min(end, offset + (1 << 22) + 64) - offset)
+            except OSError:
+                break
+            found |= {{i for i, p in enumerate(patterns) if p.search(block)}}
+print(sorted(found))
+"""
+
+
+@pytest.mark.docker
+def test_no_trace_of_an_earlier_snippet_in_a_later_childs_memory(single: str) -> None:
+    # A fork copies the supervisor's memory: it must hold nothing of earlier snippets.
+    secrets = [f"boxed-{uuid.uuid4().hex}" for _ in range(3)]
+    code_secret, input_secret, output_secret = secrets
+    leaky = (
+        f"# {code_secret}\nimport sys\nsys.stdin.read()\n"
+        f"print('{output_secret[:10]}' + '{output_secret[10:]}')\nsys.exit(3)"
+    )
+    # The tails: a later chunk of output may overwrite the first bytes of a stale one.
+    halves = [(s[8:20].encode().hex(), s[20:].encode().hex()) for s in secrets]
+    scan = SCAN_OWN_MEMORY.format(halves=halves)
+    out, data, after, checked = tamper_then_check(
+        single, leaky, scan, attack_fields={"input": input_secret}, timeout=20
+    )
+    assert out == f"{output_secret}\n" and data["exit_code"] == 3
+    assert after == "[]\n", checked
+
+
+# -- retirement ----------------------------------------------------------------------------------
+@pytest.mark.docker
+def test_container_retired_after_a_timeout_a_memory_kill_and_an_output_flood(single: str) -> None:
+    for code, fields, status in [
+        ("import time\ntime.sleep(30)", {"timeout": 1}, "timeout"),
+        ("x = bytearray(2 * 1024**3)", {"memory_mb": 128}, "memory_limit"),
+        ("while True:\n    print('x' * 1000)", {}, "output_limit"),
+    ]:
+        before, _, _ = run_where(single, "pass")
+        during, _, data = run_where(single, code, **fields)
+        assert data["status"] == status and during == before, data
+        after, _, _ = run_where(single, "pass")
+        assert after != during, f"container kept after {status}"
+
+
+@pytest.mark.docker
+def test_container_retired_after_max_runs() -> None:
+    with single_container_service(BOXED_PROCESS_MAX_RUNS="3") as service:
+        ids = [run_where(service.url, "pass")[0] for _ in range(7)]
+    assert len(set(ids[0:3])) == 1 and len(set(ids[3:6])) == 1, ids
+    assert len({ids[0], ids[3], ids[6]}) == 3, ids
+
+
+@pytest.mark.docker
+def test_container_removed_mid_run_is_a_503_not_a_verdict() -> None:
+    with single_container_service() as service:
+        run(service.url, "pass")
+        body = {"code": "import time\nprint('started', flush=True)\ntime.sleep(30)", "timeout": 25}
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(httpx.post, f"{service.url}/execute", json=body, timeout=60)
+            time.sleep(1.5)
+            (running,) = instance_containers(service.instance)
+            subprocess.run(["docker", "rm", "-f", running], check=True, capture_output=True)
+            r = answer.result()
+        assert r.status_code == 503 and "Retry-After" in r.headers, r.text
+        assert "status" not in r.json()
+        assert run(service.url, "print('healed')")["stdout"] == "healed\n"
+
+
+# -- choosing the mode per request -----------------------------------------------------------------
+PARENT = "import os\nprint(os.getppid() == 1)"  # container mode: the runner is init's child
+
+
+@pytest.mark.docker
+def test_request_can_ask_for_the_stricter_mode(boxed_service: str) -> None:
+    server_mode = httpx.get(f"{boxed_service}/readyz").json()["isolation"]
+    default = run(boxed_service, PARENT)["stdout"]
+    strict = run(boxed_service, PARENT, isolation="container")["stdout"]
+    asked = run(boxed_service, PARENT, isolation="process")["stdout"]
+    assert strict == "True\n"  # always honoured
+    assert default == asked == ("False\n" if server_mode == "process" else "True\n")
+
+
+# -- host side, without Docker ---------------------------------------------------------------------
+def test_supervisor_and_runner_share_the_ready_marker() -> None:
+    assert supervisor.READY_MARKER == sandbox_runner.READY_MARKER
+
+
+def _frame(kind: int, data: bytes) -> bytes:
+    return bytes((kind, 0, 0, 0)) + len(data).to_bytes(4, "big") + data
+
+
+def _fake_warm(*supervisor_frames: bytes, close: bool = False) -> WarmContainer:
+    host, container = socket.socketpair()
+    # Docker wraps the supervisor's stdout in its own frames, cut anywhere.
+    stream = _frame(1, b"".join(supervisor_frames))
+    container.sendall(stream[:5])
+    container.sendall(stream[5:])
+    if close:
+        container.shutdown(socket.SHUT_WR)  # the supervisor's output ends: it exited
+    warm = WarmContainer("f" * 64, host, 256)
+    warm._peer = container  # type: ignore[attr-defined]  # keep it open
+    return warm
+
+
+def _sandboxes(**overrides: object) -> ProcessSandboxes:
+    return ProcessSandboxes(Settings(**overrides), client=mock.MagicMock())
+
+
+def test_host_reads_output_and_result_then_cleanup_frames() -> None:
+    report = {"exit_code": 0, "killed_for": None, "oom_killed": False, "duration_ms": 3.5}
+    warm = _fake_warm(
+        _frame(1, b"hel"),
+        _frame(2, b"warn\n"),
+        _frame(1, b"lo\n"),
+        _frame(3, json.dumps(report).encode()),
+        _frame(4, b'{"clean": true, "problems": []}'),
+    )
+    sandboxes = _sandboxes(process_max_runs=2)
+    result = sandboxes.run(warm, "print('hello')", "", 5)
+    assert (result.status, result.exit_code, result.stdout, result.stderr) == (
+        "ok",
+        0,
+        b"hello\n",
+        b"warn\n",
+    )
+    assert result.duration_ms == 3.5 and warm.runs == 1
+    assert sandboxes.can_reuse(warm, result) and sandboxes.settle(warm)
+    warm.runs = 2
+    assert not sandboxes.can_reuse(warm, result)  # the run limit retires it
+
+
+@pytest.mark.parametrize(
+    ("frames", "close", "fragment"),
+    [
+        ((_frame(1, b"partial"),), True, "supervisor exited"),
+        ((_frame(1, b"partial"),), False, "did not report in time"),
+        ((_frame(3, b'{"anomaly": "the child died before running the code"}'),), False, "child"),
+        ((_frame(9, b"?"),), False, "unexpected supervisor frame"),
+    ],
+)
+def test_supervisor_failures_are_sandbox_errors_not_verdicts(
+    frames: tuple[bytes, ...], close: bool, fragment: str
+) -> None:
+    warm = _fake_warm(*frames, close=close)
+    with mock.patch("exec_server.process_sandbox.REPORT_GRACE", 0.2):
+        with pytest.raises(SandboxError, match=fragment):
+            _sandboxes().run(warm, "print(1)", "", 0.1)
+
+
+def test_dirty_or_silent_cleanup_retires_the_container() -> None:
+    dirty = _fake_warm(_frame(4, b'{"clean": false, "problems": ["/tmp not empty"]}'))
+    assert _sandboxes().settle(dirty) is False
+    with mock.patch("exec_server.process_sandbox.SETTLE_TIMEOUT", 0.2):
+        assert _sandboxes().settle(_fake_warm()) is False
+
+
+@pytest.mark.parametrize("user", ["nobody", "0:0", "10001:0", "0"])
+def test_process_mode_refuses_a_root_or_named_sandbox_user(user: str) -> None:
+    # The child must end up as an unprivileged numeric uid/gid; root would keep capabilities.
+    with pytest.raises(ValueError, match="non-zero uid"):
+        Settings(isolation="process", sandbox_user=user)
