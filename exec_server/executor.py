@@ -25,6 +25,7 @@ from .settings import Settings
 
 log = logging.getLogger("boxed.executor")
 SUPPORTED_LANGUAGES = ("python",)
+MIN_MEMORY_MB = 64
 
 __all__ = ["Executor", "Overloaded", "RequestError", "ServiceUnavailable", "resolve_limits"]
 
@@ -66,8 +67,9 @@ def resolve_limits(req: ExecuteRequest, settings: Settings) -> tuple[float, int]
     memory = req.memory_mb if req.memory_mb is not None else settings.memory_mb_default
     if memory > settings.memory_mb_max:
         raise RequestError(422, f"memory_mb {memory} exceeds the maximum {settings.memory_mb_max}")
-    if memory < 32:
-        raise RequestError(422, "memory_mb must be at least 32")
+    if memory < MIN_MEMORY_MB:
+        # a warm interpreter with the preloaded modules already uses ~55 MiB
+        raise RequestError(422, f"memory_mb must be at least {MIN_MEMORY_MB}")
     return timeout, memory
 
 

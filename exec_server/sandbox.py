@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import socket
 import threading
 import time
@@ -26,6 +27,8 @@ from .settings import Settings
 
 RUNNER_SOURCE = (Path(__file__).parent / "sandbox_runner.py").read_text()
 READY_MARKER = b"\x00boxed-ready\x00\n"
+TRAILER_PREFIX = b"\x00boxed-exit:"
+TRAILER_ROOM = 128  # bytes a stream may pass the cap by while the trailer is still to come
 SERVICE_LABEL = "boxed.service"
 INSTANCE_LABEL = "boxed.instance"
 WARMUP_TIMEOUT = 60.0
@@ -109,6 +112,14 @@ class Streams:
     def over_cap(self) -> bool:
         return self.truncated[_STDOUT] or self.truncated[_STDERR]
 
+    def clip(self, cap: int) -> bool:
+        """Cut both streams to ``cap`` bytes (marking them truncated); True if any was over."""
+        for kind, data in self.out.items():
+            if len(data) > cap:
+                del data[cap:]
+                self.truncated[kind] = True
+        return self.over_cap
+
     def result(self, status: str, exit_code: int | None, duration_ms: float) -> RunResult:
         """The run's answer from what was kept (both isolation modes build it here)."""
         return RunResult(
@@ -122,10 +133,28 @@ class Streams:
         )
 
 
-def runner_frame(code: str, stdin: str) -> bytes:
-    """The frame ``sandbox_runner`` reads: a 4-byte big-endian length and the JSON request."""
-    payload = json.dumps({"code": code, "input": stdin}).encode()
+def runner_frame(code: str, stdin: str, nonce: str | None = None) -> bytes:
+    """The frame ``sandbox_runner`` reads: a 4-byte big-endian length and the JSON request.
+    With a ``nonce`` the runner ends its stdout with an exit trailer (see ``take_trailer``)."""
+    request = {"code": code, "input": stdin, **({"nonce": nonce} if nonce else {})}
+    payload = json.dumps(request).encode()
     return len(payload).to_bytes(4, "big") + payload
+
+
+def take_trailer(stdout: bytearray, nonce: str) -> tuple[int, bool] | None:
+    """Cut the runner's exit trailer off the end of ``stdout``: (exit code, MemoryError?)."""
+    if not stdout.endswith(b"\n"):
+        return None
+    start = stdout.rfind(TRAILER_PREFIX + nonce.encode() + b":", max(0, len(stdout) - TRAILER_ROOM))
+    if start < 0:
+        return None
+    fields = bytes(stdout[start:]).rstrip(b"\n").split(b":")
+    try:
+        exit_code, memory_error = int(fields[-2]), fields[-1] == b"1"
+    except (ValueError, IndexError):
+        return None
+    del stdout[start:]
+    return exit_code, memory_error
 
 
 def _raw_socket(sock: object) -> socket.socket:
@@ -271,12 +300,17 @@ class DockerSandboxes:
         """Send the snippet to a warm container and collect its verdict.
 
         Output is read from the stream while the code runs; at the wall limit, or when a
-        stream passes its cap, the container is SIGKILLed and what was read is kept.
+        stream passes its cap, the container is SIGKILLed and what was read is kept. The run
+        ends at the runner's trailer (keyed by a fresh nonce), so the container's own exit is
+        neither waited for nor charged to the snippet.
         """
-        streams = Streams(cap=self.settings.output_max_bytes)
+        limit = self.settings.output_max_bytes
+        streams = Streams(cap=limit + TRAILER_ROOM)
+        nonce = secrets.token_hex(16)
+        trailers: dict[int, tuple[int, bool]] = {}
         killed_for: str | None = None
-        self._send(warm, runner_frame(code, stdin))
-        started = time.monotonic()
+        self._send(warm, runner_frame(code, stdin, nonce))
+        started, started_wall = time.monotonic(), time.time()
         deadline = started + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -295,20 +329,52 @@ class DockerSandboxes:
                 break
             warm._buffer.extend(chunk)
             streams.feed_frames(warm._buffer)
+            for kind in (_STDOUT, _STDERR):
+                if kind not in trailers and (found := take_trailer(streams.out[kind], nonce)):
+                    trailers[kind] = found
+            if len(trailers) == 2:  # both streams fully read: the runner is done
+                break
             if streams.over_cap:
                 killed_for = "output_limit"
                 break
         duration_ms = (time.monotonic() - started) * 1000
+        over_cap = streams.clip(limit)
         if killed_for:
             # Close our end first: the engine will not finish a kill while it is blocked
             # writing output into an attach stream that nobody reads any more.
             self._close(warm)
             self.kill(warm.id)
-        exit_code, oom_killed = self._exit_state(warm.id)
-        status = self._status(killed_for, exit_code, oom_killed, streams.out[_STDERR])
-        result = streams.result(status, None if killed_for else exit_code, duration_ms)
-        result.stdout = result.stdout.replace(READY_MARKER, b"", 1)
-        return result
+            return streams.result(killed_for, None, duration_ms)
+        trailer = trailers.get(_STDOUT) or trailers.get(_STDERR)
+        if trailer is not None:
+            exit_code, memory_error = trailer
+            status = "memory_limit" if memory_error else ("ok" if exit_code == 0 else "error")
+        else:  # the runner did not finish normally: ask the engine how the container ended
+            exit_code, oom_killed = self._exit_state(warm.id)
+            if (
+                exit_code == 137
+                and not oom_killed
+                and self._killed_from_outside(warm.id, started_wall)
+            ):
+                raise SandboxError("sandbox container was killed from outside while running")
+            status = "memory_limit" if oom_killed else ("ok" if exit_code == 0 else "error")
+        if over_cap:
+            return streams.result("output_limit", None, duration_ms)
+        return streams.result(status, exit_code, duration_ms)
+
+    def _killed_from_outside(self, container_id: str, since: float) -> bool:
+        """An engine ``kill``/``destroy`` we did not ask for (a snippet killing itself makes
+        no engine event): the container was removed or killed by someone else."""
+        try:
+            events = self.api.events(
+                since=int(since) - 1,
+                until=int(time.time()) + 1,
+                filters={"container": container_id, "event": ["kill", "destroy"]},
+                decode=True,
+            )
+            return any(True for _ in events)
+        except Exception:
+            return True  # cannot tell: never let an engine problem pass as the code's verdict
 
     @staticmethod
     def _send(warm: WarmContainer, data: bytes) -> None:

@@ -5,6 +5,11 @@ the ready marker, then blocks until the service sends one frame on stdin: a 4-by
 length and a JSON object ``{"code": ..., "input": ...}``. The snippet then runs in this very
 process, as ``python -c`` would run it: ``__name__ == "__main__"``, tracebacks on stderr, exit
 code 1 on an uncaught exception, ``sys.exit`` honoured. ``input`` becomes the snippet's stdin.
+
+When the request carries a ``nonce`` (container mode), the runner's last bytes on stdout and on
+stderr are a trailer ``\0boxed-exit:<nonce>:<exit code>:<1 if MemoryError>``: once it has come
+through both streams, the service has all the output and the verdict without waiting for the
+container to exit, and never infers the verdict from stderr text.
 """
 
 import json
@@ -13,6 +18,7 @@ import sys
 import traceback
 
 READY_MARKER = b"\x00boxed-ready\x00\n"
+TRAILER_PREFIX = b"\x00boxed-exit:"
 
 
 def _read_exact(fd, n):
@@ -60,20 +66,32 @@ def main():
     sys.argv = ["-c"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
 
-    status = 0
+    nonce = str(request.pop("nonce", "")).encode()
+    status, memory_error = 0, False
     try:
-        exec(compile(request["code"], "<string>", "exec"), namespace)
+        exec(compile(request.pop("code"), "<string>", "exec"), namespace)
     except SystemExit as exc:
         status = _exit_code(exc)
     except BaseException as exc:  # noqa: BLE001 - report every failure like the interpreter
+        memory_error = isinstance(exc, MemoryError)
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        traceback.print_exception(type(exc), exc, tb)
+        try:
+            traceback.print_exception(type(exc), exc, tb)
+        except BaseException:  # noqa: BLE001 - e.g. no memory left to format it
+            pass
         status = 1
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except BaseException:  # noqa: BLE001 - a closed stream must not change the verdict
             pass
+    if nonce:
+        trailer = TRAILER_PREFIX + nonce + b":%d:%d\n" % (status, memory_error)
+        for fd in (1, 2):
+            try:
+                os.write(fd, trailer)
+            except OSError:
+                pass  # the snippet closed it: the service falls back to the exit status
     os._exit(status)
 
 
