@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 from .sandbox import (
     RUNNER_SOURCE,
+    TRAILER_ROOM,
     DockerSandboxes,
     RunResult,
     SandboxError,
@@ -30,6 +32,7 @@ from .sandbox import (
     WarmContainer,
     pop_frames,
     runner_frame,
+    take_trailer,
 )
 
 log = logging.getLogger("boxed.process")
@@ -63,7 +66,7 @@ class ProcessSandboxes(DockerSandboxes):
             "runner": RUNNER_SOURCE,
             "uid": int(uid),
             "gid": int(gid or uid),
-            "output_cap": self.settings.output_max_bytes,
+            "output_cap": self.settings.output_max_bytes + TRAILER_ROOM,
             "nofile": self.settings.nofile,
         }
         return ["python3", "-I", "-u", "-c", SUPERVISOR_SOURCE, json.dumps(config)]
@@ -87,11 +90,13 @@ class ProcessSandboxes(DockerSandboxes):
         only gives up (and removes the container) when no report comes ``REPORT_GRACE``
         seconds after the limit: that is an infrastructure failure, never a verdict.
         """
-        body = runner_frame(code, stdin)
+        nonce = secrets.token_hex(16)
+        body = runner_frame(code, stdin, nonce)
         header = json.dumps({"timeout": timeout, "memory_mb": warm.memory_mb, "size": len(body)})
         self._send(warm, len(header).to_bytes(4, "big") + header.encode() + body)
         warm.runs += 1
-        streams = Streams(cap=self.settings.output_max_bytes)
+        limit = self.settings.output_max_bytes
+        streams = Streams(cap=limit + TRAILER_ROOM)
         report = self._read_until(warm, RESULT, time.monotonic() + timeout + REPORT_GRACE, streams)
         if report.get("anomaly"):
             raise SandboxError(f"process sandbox failed: {report['anomaly']}")
@@ -99,7 +104,17 @@ class ProcessSandboxes(DockerSandboxes):
             log.info("container %s: killed %d leftover processes", warm.id[:12], report["strays"])
         killed_for = report["killed_for"]
         exit_code = report["exit_code"]
-        status = self._status(killed_for, exit_code, report["oom_killed"], streams.out[ERRORS])
+        trailers = [take_trailer(streams.out[kind], nonce) for kind in (OUTPUT, ERRORS)]
+        trailer = trailers[0] or trailers[1]
+        if streams.clip(limit) and not killed_for:
+            killed_for = "output_limit"
+        if killed_for or trailer is None:
+            # no trailer: the runner itself died (e.g. out of memory before the code ran)
+            status = self._status(killed_for, exit_code, report["oom_killed"], streams.out[ERRORS])
+        elif report["oom_killed"] or trailer[1]:
+            status = "memory_limit"
+        else:
+            status = "ok" if exit_code == 0 else "error"
         return streams.result(status, None if killed_for else exit_code, report["duration_ms"])
 
     def can_reuse(self, warm: WarmContainer, result: RunResult) -> bool:

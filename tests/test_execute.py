@@ -262,3 +262,25 @@ def test_docker_unreachable_is_503_not_a_verdict() -> None:
         assert "status" not in r.json() and "unavailable" in r.json()["detail"]
     finally:
         service.stop()
+
+
+def test_verdict_never_inferred_from_output_text(boxed_service: str) -> None:
+    # Regressions B6-4 and B6-5: stderr text cannot fake a memory verdict, and the service's
+    # own markers printed by the snippet come back untouched.
+    fake = run(boxed_service, "import sys\nsys.stderr.write('MemoryError\\n')\nsys.exit(1)")
+    assert fake["status"] == "error" and fake["exit_code"] == 1
+    spoof = "import sys\nsys.stdout.write('\\x00boxed-ready\\x00\\n')\nprint('after')"
+    assert run(boxed_service, spoof)["stdout"] == "\x00boxed-ready\x00\nafter\n"
+    trailer = "import sys\nsys.stdout.write('\\x00boxed-exit:abc:0:0\\n')\nsys.exit(3)"
+    forged = run(boxed_service, trailer)
+    assert forged["exit_code"] == 3 and forged["stdout"] == "\x00boxed-exit:abc:0:0\n"
+
+
+def test_finished_snippet_is_not_a_timeout_when_init_is_stopped(boxed_service: str) -> None:
+    # Regression B6-3: attaching to PID 1 used to keep the container alive past the snippet.
+    code = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.ptrace(16, 1, 0, 0)\nprint('done')"
+    )
+    data = run(boxed_service, code, timeout=3)
+    assert data["status"] == "ok" and data["stdout"] == "done\n"
