@@ -25,6 +25,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.port,
         log_level=args.log_level,
         timeout_graceful_shutdown=settings.timeout_max + 5,
+        # above common client pool idle times: a client must not reuse a connection we close
+        timeout_keep_alive=75,
     )
     return 0
 

@@ -254,6 +254,10 @@ class Executor:
         except SandboxError as exc:
             metrics.SANDBOX_ERRORS.inc()
             raise ServiceUnavailable(str(exc)) from exc
+        except Exception as exc:  # anything else from the engine layer is still not a verdict
+            log.exception("unexpected sandbox failure")
+            metrics.SANDBOX_ERRORS.inc()
+            raise ServiceUnavailable(f"sandbox failure: {exc!r}") from exc
         finally:
             self.running_ids.discard(warm.id)
             pool.release(warm, result)

@@ -8,6 +8,7 @@ that it is answered as a service error, never mistaken for the code's own failur
 from __future__ import annotations
 
 import json
+import logging
 import re
 import secrets
 import socket
@@ -19,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
+import requests.exceptions
 from docker.types import LogConfig, Ulimit
 
 import docker
 
 from .settings import Settings
 
+log = logging.getLogger("boxed.sandbox")
 RUNNER_SOURCE = (Path(__file__).parent / "sandbox_runner.py").read_text()
 READY_MARKER = b"\x00boxed-ready\x00\n"
 TRAILER_PREFIX = b"\x00boxed-exit:"
@@ -44,6 +47,11 @@ SANDBOX_ENV = {
 }
 _MEMORY_ERROR_LINE = re.compile(rb"(?m)^MemoryError\b[^\n]*\n?\Z")
 _STDOUT, _STDERR = 1, 2
+
+
+# What a call to the engine may raise: docker-py's own errors, and the transport's (a vanished
+# socket is a requests ConnectionError, a stuck engine a ReadTimeout).
+ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
 class SandboxError(RuntimeError):
@@ -184,7 +192,7 @@ class DockerSandboxes:
             if self._client is None:
                 try:
                     self._client = docker.from_env(max_pool_size=128, timeout=30)
-                except docker.errors.DockerException as exc:
+                except ENGINE_ERRORS as exc:
                     raise SandboxError(f"Docker engine unreachable: {exc}") from exc
             return self._client.api
 
@@ -257,7 +265,7 @@ class DockerSandboxes:
                 network_disabled=True,
                 host_config=self.api.create_host_config(**self._host_options(memory_mb)),
             )["Id"]
-        except docker.errors.DockerException as exc:
+        except ENGINE_ERRORS as exc:
             raise SandboxError(f"cannot create sandbox: {exc}") from exc
         try:
             params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
@@ -292,7 +300,7 @@ class DockerSandboxes:
         limit = f"{self.container_memory_mb(memory_mb)}m"
         try:
             self.api.update_container(warm.id, mem_limit=limit, memswap_limit=limit)
-        except docker.errors.DockerException as exc:
+        except ENGINE_ERRORS as exc:
             raise SandboxError(f"cannot set memory limit: {exc}") from exc
         warm.memory_mb = memory_mb
 
@@ -412,10 +420,14 @@ class DockerSandboxes:
             raise SandboxError(f"cannot read the sandbox's exit state: {exc}") from exc
 
     def kill(self, container_id: str) -> None:
+        """SIGKILL, best effort: the verdict is already known, and the background removal
+        (``remove(force=True)``) finishes the job if the engine does not answer now."""
         try:
             self.api.kill(container_id, signal="SIGKILL")
         except docker.errors.APIError:
             pass  # already exited
+        except Exception as exc:
+            log.warning("kill of %s failed: %s", container_id[:12], exc)
 
     def remove(self, container_id: str) -> bool:
         """Force-remove a container; True when it is gone (removed now or before)."""
@@ -429,10 +441,13 @@ class DockerSandboxes:
 
     @staticmethod
     def _close(warm: WarmContainer) -> None:
-        try:
-            warm.sock.close()
-        except OSError:
-            pass
+        # shutdown() first: close() alone leaves the descriptor open while docker-py's SocketIO
+        # still refers to it, and the engine keeps blocking on a stream nobody reads.
+        for step in (lambda: warm.sock.shutdown(socket.SHUT_RDWR), warm.sock.close):
+            try:
+                step()
+            except OSError:
+                pass
 
     def discard(self, warm: WarmContainer) -> bool:
         self._close(warm)
