@@ -53,7 +53,9 @@ ISOLATION_MODES = ("container", "process")
 def boxed_service(request: pytest.FixtureRequest) -> Iterator[str]:
     """Base URL of a real service backed by Docker, once per isolation mode (every test that
     uses it must hold in both); asserts no container is left after."""
-    service = ServiceProcess(BOXED_ISOLATION=request.param).start()
+    # A long queue deadline: these tests check verdicts, and a loaded 2-core CI machine may
+    # take more than the default 10 s to churn 32 containers (overload has its own tests).
+    service = ServiceProcess(BOXED_ISOLATION=request.param, BOXED_QUEUE_TIMEOUT="60").start()
     try:
         yield service.url
     finally:
