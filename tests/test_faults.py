@@ -1,0 +1,397 @@
+"""Infrastructure faults against a real service: each must surface as a service error, never as a
+verdict on the code, and the service must heal by itself.
+
+The Docker daemon these tests break is a private one started here (its own socket, data root,
+exec root and managed containerd), loaded with the sandbox image; the service under test talks
+to it through DOCKER_HOST. The shared system daemon is never stopped or reconfigured.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import IMAGE, ServiceProcess
+
+pytestmark = pytest.mark.docker
+
+FAST = {
+    "BOXED_POOL_SIZE": "2",
+    "BOXED_MAX_CONCURRENCY": "4",
+    "BOXED_DOCKER_CHECK_INTERVAL": "0.5",
+    "BOXED_REAP_INTERVAL": "2",
+    "BOXED_SANDBOX_WAIT": "5",
+}
+SLOW_CODE = "import time\ntime.sleep({seconds})\nprint('done')"
+
+
+class PrivateDocker:
+    """A dockerd of our own under one temporary directory; stopped and removed at the end."""
+
+    def __init__(self) -> None:
+        # short path: unix socket paths (containerd's too) must stay under 108 bytes
+        self.root = Path(tempfile.mkdtemp(prefix="bxd-", dir="/tmp"))
+        self.sock = self.root / "docker.sock"
+        self.host = f"unix://{self.sock}"
+        (self.root / "daemon.json").write_text("{}")  # ignore any system daemon.json
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = self.root / "dockerd.log"
+
+    def cli(self, *args: str, check: bool = True) -> str:
+        out = subprocess.run(
+            ["docker", "-H", self.host, *args], capture_output=True, text=True, timeout=120
+        )
+        if check and out.returncode != 0:
+            raise RuntimeError(f"docker {args}: {out.stderr}")
+        return out.stdout
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start dockerd; once more after clearing a stale containerd if the first try fails.
+
+        A SIGKILLed dockerd leaves its managed containerd behind; the next dockerd reuses it,
+        which on a loaded machine can time out ("timeout waiting for containerd to start").
+        """
+        try:
+            self._start_once(timeout)
+        except AssertionError:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._stop_containerd()
+            self._start_once(timeout)
+
+    def _stop_containerd(self) -> None:
+        pid = self.containerd_pid()
+        if pid is not None:  # ours: containerd_pid checks its command line names our root
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(1)
+        (self.root / "exec" / "containerd" / "containerd.sock").unlink(missing_ok=True)
+
+    def _start_once(self, timeout: float) -> None:
+        self.proc = subprocess.Popen(
+            [
+                "dockerd",
+                "--host",
+                self.host,
+                "--data-root",
+                str(self.root / "data"),
+                "--exec-root",
+                str(self.root / "exec"),
+                "--pidfile",
+                str(self.root / "docker.pid"),
+                "--config-file",
+                str(self.root / "daemon.json"),
+                "--bridge=none",
+                "--iptables=false",
+                "--ip-masq=false",
+            ],
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while subprocess.run(["docker", "-H", self.host, "info"], capture_output=True).returncode:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "private dockerd did not start"
+            time.sleep(0.3)
+
+    def signal(self, sig: signal.Signals, wait: float = 60.0) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(wait)
+
+    def containerd_pid(self) -> int | None:
+        """The managed containerd of this daemon, if it still runs."""
+        pidfile = self.root / "exec" / "containerd" / "containerd.pid"
+        try:
+            pid = int(pidfile.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return None
+        return pid if str(self.root).encode() in cmdline else None
+
+    def containers(self, instance: str, running_only: bool = False) -> list[str]:
+        flags = [] if running_only else ["-a"]
+        out = self.cli("ps", "-q", *flags, "--filter", f"label=boxed.instance={instance}")
+        return out.split()
+
+    def destroy(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._stop_containerd()  # survived a SIGKILLed dockerd
+        mounts = [m.split()[1] for m in Path("/proc/mounts").read_text().splitlines()]
+        for mount in sorted((m for m in mounts if m.startswith(str(self.root))), reverse=True):
+            subprocess.run(["umount", "-l", mount], check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def docker_private() -> Iterator[PrivateDocker]:
+    daemon = PrivateDocker()
+    try:
+        daemon.start()
+        save = subprocess.Popen(["docker", "save", IMAGE], stdout=subprocess.PIPE)
+        load = subprocess.run(
+            ["docker", "-H", daemon.host, "load"], stdin=save.stdout, capture_output=True
+        )
+        assert save.wait() == 0 and load.returncode == 0, load.stderr
+        yield daemon
+    finally:
+        daemon.destroy()
+
+
+@pytest.fixture
+def engine(docker_private: PrivateDocker) -> PrivateDocker:
+    """The private daemon, running: a test that failed mid-outage must not break the next one."""
+    if docker_private.proc is None or docker_private.proc.poll() is not None:
+        docker_private.start()
+    return docker_private
+
+
+def started(service: ServiceProcess) -> ServiceProcess:
+    """Start it, and stop it again if it never became ready (no orphaned service)."""
+    try:
+        return service.start()
+    except BaseException:
+        if service.proc is not None:
+            service.stop()
+        raise
+
+
+def service_on(daemon: PrivateDocker, **env: str) -> ServiceProcess:
+    return started(ServiceProcess(DOCKER_HOST=daemon.host, **{**FAST, **env}))
+
+
+def post(url: str, code: str, **fields: Any) -> httpx.Response:
+    return httpx.post(f"{url}/execute", json={"code": code, **fields}, timeout=90)
+
+
+def in_background(
+    pool: concurrent.futures.ThreadPoolExecutor, url: str, code: str, n: int, **fields: Any
+) -> list[concurrent.futures.Future[httpx.Response | Exception]]:
+    def one() -> httpx.Response | Exception:
+        try:
+            return post(url, code, **fields)
+        except httpx.HTTPError as exc:  # a transport error is a clear error too; keep it
+            return exc
+
+    return [pool.submit(one) for _ in range(n)]
+
+
+def assert_service_error(answer: httpx.Response | Exception) -> None:
+    """The infrastructure failed: a 503 with Retry-After, never a 200 verdict about the code."""
+    assert isinstance(answer, httpx.Response), answer
+    assert answer.status_code == 503, f"{answer.status_code}: {answer.text[:300]}"
+    assert int(answer.headers["retry-after"]) >= 1
+    assert "status" not in answer.json()
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def engine_seen(url: str) -> bool:
+    return bool(httpx.get(f"{url}/readyz", timeout=5).json()["docker"])
+
+
+def running_snippet_container(marker: str) -> str:
+    """The container whose process tree runs ``sleep <marker>`` (cgroup v1: /docker/<id>)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\x00")
+            cgroup = (entry / "cgroup").read_text()
+        except OSError:
+            continue
+        if cmdline[:2] == [b"sleep", marker.encode()]:
+            match = re.search(r"/docker/([0-9a-f]{64})", cgroup)
+            if match:
+                return match.group(1)
+    raise LookupError(marker)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+def test_daemon_stopped_mid_run_then_back(engine: PrivateDocker, sig: signal.Signals) -> None:
+    """(a) Requests running when the engine dies get 503; new ones get 503 + Retry-After while
+    it is down; when it comes back the service is ready again on its own."""
+    service = service_on(engine)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            running = in_background(pool, service.url, SLOW_CODE.format(seconds=4), 3, timeout=10)
+            wait_for(
+                lambda: httpx.get(f"{service.url}/readyz").json()["running"] == 3, 20, "3 running"
+            )
+            time.sleep(0.5)
+            engine.signal(sig)
+            answers = [f.result(timeout=120) for f in running]
+        for answer in answers:
+            assert_service_error(answer)
+
+        wait_for(lambda: not engine_seen(service.url), 10, "/readyz to report the engine down")
+        started = time.monotonic()
+        refused = post(service.url, "print(1)")
+        assert_service_error(refused)
+        assert time.monotonic() - started < 2, "a known-dead engine must be answered at once"
+
+        engine.start()
+        back = time.monotonic()
+        wait_for(lambda: ready(service.url), 90, "the service to recover")
+        print(
+            f"\n{sig.name}: in-flight {[a.status_code for a in answers]}, ready again "
+            f"{time.monotonic() - back:.1f} s after the engine answered again"
+        )
+        after = post(service.url, "print('back')")
+        assert after.status_code == 200 and after.json()["stdout"] == "back\n", after.text
+    finally:
+        service.stop()
+    wait_for(lambda: engine.containers(service.instance) == [], 30, "no leftovers")
+
+
+def test_container_removed_mid_run_is_503(engine: PrivateDocker) -> None:
+    """(b) `docker rm -f` of the container running a snippet: a 503, not an `error` verdict
+    (B6-7: it used to come back as 200 `error` exit 137)."""
+    service = service_on(engine)
+    try:
+        marker = "424242"
+        code = f"import subprocess\nsubprocess.run(['sleep', '{marker}'])\nprint('survived')"
+        answers = []
+        for _ in range(3):  # the kill/remove race has two sides: try it a few times
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                (future,) = in_background(pool, service.url, code, 1, timeout=20)
+                deadline = time.monotonic() + 20
+                while True:
+                    try:
+                        victim = running_snippet_container(marker)
+                        break
+                    except LookupError:
+                        assert time.monotonic() < deadline, "snippet never started"
+                        time.sleep(0.1)
+                engine.cli("rm", "-f", victim)
+                answers.append(future.result(timeout=60))
+        assert post(service.url, "print('next')").json()["stdout"] == "next\n"
+        for answer in answers:
+            assert_service_error(answer)
+    finally:
+        service.stop()
+    assert engine.containers(service.instance) == []
+
+
+def test_pool_containers_removed_from_outside(engine: PrivateDocker) -> None:
+    """(c) The warm pool wiped by someone else: it refills and the very next request works."""
+    service = service_on(engine)
+    try:
+        wait_for(lambda: len(engine.containers(service.instance)) >= 2, 30, "pool")
+        doomed = engine.containers(service.instance)
+        engine.cli("rm", "-f", *doomed)
+        r = post(service.url, "print('after wipe')")
+        assert r.status_code == 200 and r.json()["stdout"] == "after wipe\n", r.text
+        wait_for(lambda: ready(service.url), 30, "ready again")
+        wait_for(
+            lambda: len(engine.containers(service.instance, running_only=True)) >= 2,
+            30,
+            "pool refilled",
+        )
+        assert not set(doomed) & set(engine.containers(service.instance))
+    finally:
+        service.stop()
+    assert engine.containers(service.instance) == []
+
+
+def test_sigterm_under_load_drains(engine: PrivateDocker) -> None:
+    """(d) SIGTERM with requests in flight: each finishes with its true verdict or gets a clear
+    error; the service exits 0 and leaves no container behind."""
+    service = service_on(engine)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            slow = in_background(pool, service.url, SLOW_CODE.format(seconds=2), 6, timeout=10)
+            quick = in_background(pool, service.url, "print(7 * 6)", 2)
+            wait_for(lambda: httpx.get(f"{service.url}/readyz").json()["running"] >= 3, 20, "load")
+            assert service.proc is not None
+            service.proc.send_signal(signal.SIGTERM)
+            code = service.proc.wait(90)
+            answers = [f.result(timeout=90) for f in slow + quick]
+    finally:
+        service.stop()
+    # uvicorn re-raises the SIGTERM it handled once shutdown is complete
+    log = service.log.read_text()
+    assert code in (0, -signal.SIGTERM) and "Application shutdown complete" in log, log[-2000:]
+    finished = 0
+    for answer, want in zip(answers, ["done\n"] * 6 + ["42\n"] * 2, strict=True):
+        if isinstance(answer, Exception):
+            continue  # refused at the door (connection closed): the client can tell and retry
+        if answer.status_code == 200:
+            assert (answer.json()["status"], answer.json()["stdout"]) == ("ok", want)
+            finished += 1
+        else:
+            assert_service_error(answer)
+    assert finished >= 3, "the requests already running must be allowed to finish"
+    assert engine.containers(service.instance) == []
+
+
+def test_sigkill_then_restart_reaps_orphans(engine: PrivateDocker) -> None:
+    """(e) SIGKILL leaves the pool and the running sandboxes behind; a restart with the same
+    BOXED_INSTANCE removes them all before serving."""
+    first = service_on(engine)
+    assert first.proc is not None
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            in_background(pool, first.url, SLOW_CODE.format(seconds=20), 2, timeout=25)
+            wait_for(lambda: httpx.get(f"{first.url}/readyz").json()["running"] == 2, 20, "running")
+            first.proc.kill()
+            first.proc.wait()
+    finally:
+        if first.proc.poll() is None:  # the test failed before the kill: no orphan service
+            first.proc.kill()
+            first.proc.wait()
+    orphans = engine.containers(first.instance)
+    assert len(orphans) >= 3, orphans  # two running snippets and the warm pool
+
+    second = ServiceProcess(DOCKER_HOST=engine.host, **{**FAST, "BOXED_INSTANCE": first.instance})
+    second.instance = first.instance
+    try:
+        started(second)
+        left = set(orphans) & set(engine.containers(first.instance))
+        assert left == set(), f"orphans still there after start-up: {left}"
+        r = post(second.url, "print('fresh')")
+        assert r.status_code == 200 and r.json()["stdout"] == "fresh\n"
+    finally:
+        second.stop()
+    assert engine.containers(first.instance) == []
+
+
+def test_private_daemon_is_really_private(engine: PrivateDocker) -> None:
+    """The faults above hit our own engine only: it has its own root, not the system one."""
+    ours = json.loads(engine.cli("info", "--format", "{{json .DockerRootDir}}"))
+    assert ours.startswith(str(engine.root))
+    system = subprocess.run(
+        ["docker", "info", "--format", "{{json .DockerRootDir}}"], capture_output=True, text=True
+    )
+    assert system.returncode == 0 and json.loads(system.stdout) != ours
