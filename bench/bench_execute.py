@@ -81,9 +81,13 @@ def docker_run(code: str, n: int, concurrency: int) -> tuple[list[float], float]
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=64, help="requests per concurrency level")
+    parser.add_argument(
+        "--preload", default=None, help="BOXED_PRELOAD for the service ('' = nothing preloaded)"
+    )
     args = parser.parse_args()
     n = args.requests
-    service = ServiceProcess().start()
+    env = {} if args.preload is None else {"BOXED_PRELOAD": args.preload}
+    service = ServiceProcess(**env).start()
     rows = []
     try:
         asyncio.run(service_run(service.url, TRIVIAL, 8, 4))  # warm-up
@@ -99,7 +103,8 @@ def main() -> None:
         rows.append(row(f"`docker run --rm` `print(1)` c={c}", lat, elapsed))
     lat, elapsed = docker_run(SYMPY, n // 8, 1)
     rows.append(row("`docker run --rm` `import sympy` c=1", lat, elapsed))
-    print(f"\n{os.cpu_count()} CPUs; image {IMAGE}; default settings (pool 4, concurrency 8)\n")
+    preload = "default (sympy,numpy)" if args.preload is None else repr(args.preload)
+    print(f"\n{os.cpu_count()} CPUs; image {IMAGE}; pool 4, concurrency 8; preload {preload}\n")
     print("| what | requests | p50 ms | p99 ms | mean ms | per s |")
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
