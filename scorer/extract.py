@@ -35,7 +35,7 @@ def mask_tool_blocks(text: str) -> str:
     return _TOOL_BLOCK.sub(lambda m: f"<{m['tag'].lower()}></{m['tag'].lower()}>", text)
 
 
-def _matching_brace(text: str, open_pos: int) -> int | None:
+def matching_brace(text: str, open_pos: int) -> int | None:
     """Index of the ``}`` closing the ``{`` at ``open_pos``; ``None`` when it never closes.
 
     A backslash escapes the next character, so ``\\{`` and ``\\}`` do not count and ``\\\\``
@@ -70,7 +70,7 @@ def _unwrap(content: str) -> str:
             i += 1
         if i >= len(content) or content[i] != "{":
             return content
-        close = _matching_brace(content, i)
+        close = matching_brace(content, i)
         if close != len(content) - 1:
             return content
         content = content[i + 1 : close].strip()
@@ -95,7 +95,7 @@ def find_boxes(text: str) -> list[str | None]:
         while i < n and text[i].isspace():
             i += 1
         if i < n and text[i] == "{":
-            close = _matching_brace(text, i)
+            close = matching_brace(text, i)
             if close is None:
                 boxes.append(None)
                 return boxes

@@ -18,28 +18,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from scorer.extract import matching_brace
+
 # --------------------------------------------------------------------------------------------
 # helpers
 
 
 def match_brace(s: str, open_pos: int) -> int:
     """Index of the ``}`` closing the ``{`` at ``open_pos`` (``len(s)`` when unclosed)."""
-    depth = 0
-    i = open_pos
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return n
+    close = matching_brace(s, open_pos)
+    return len(s) if close is None else close
 
 
 def replace_command(s: str, names: tuple[str, ...], fn: Callable[[str], str]) -> str:
