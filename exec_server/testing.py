@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -47,7 +48,7 @@ class ServiceProcess:
             **env,
         }
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log = Path(f"/tmp/boxed-{self.instance}.log")
+        self.log = Path(tempfile.gettempdir()) / f"boxed-{self.instance}.log"
 
     def start(self, ready_timeout: float = 120.0, probe: str = "/readyz") -> ServiceProcess:
         self.proc = subprocess.Popen(
@@ -81,4 +82,5 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.log.unlink(missing_ok=True)  # failures already quote it (wait_ready)
         return self.proc.returncode

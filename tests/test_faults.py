@@ -338,10 +338,10 @@ def test_sigterm_under_load_drains(engine: PrivateDocker) -> None:
             service.proc.send_signal(signal.SIGTERM)
             code = service.proc.wait(90)
             answers = [f.result(timeout=90) for f in slow + quick]
+            log = service.log.read_text()  # the process has exited; stop() removes the log
     finally:
         service.stop()
     # uvicorn re-raises the SIGTERM it handled once shutdown is complete
-    log = service.log.read_text()
     assert code in (0, -signal.SIGTERM) and "Application shutdown complete" in log, log[-2000:]
     finished = 0
     for answer, want in zip(answers, ["done\n"] * 6 + ["42\n"] * 2, strict=True):
@@ -368,9 +368,7 @@ def test_sigkill_then_restart_reaps_orphans(engine: PrivateDocker) -> None:
             first.proc.kill()
             first.proc.wait()
     finally:
-        if first.proc.poll() is None:  # the test failed before the kill: no orphan service
-            first.proc.kill()
-            first.proc.wait()
+        first.stop()  # already killed (or the test failed first): no orphan service, no log
     orphans = engine.containers(first.instance)
     assert len(orphans) >= 3, orphans  # two running snippets and the warm pool
 
