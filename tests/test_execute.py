@@ -132,10 +132,13 @@ def test_no_persistence_between_snippets(boxed_service: str) -> None:
     assert run(boxed_service, code)["stdout"] == "False\n"
 
 
-def test_preloaded_sympy_import_is_cheap(boxed_service: str) -> None:
+def test_popular_modules_are_preloaded(boxed_service: str) -> None:
+    # Already imported before the snippet's first line: its `import sympy` is a dict lookup
+    # (the cost difference is measured in bench/bench_execute.py, not asserted here).
+    code = "import sys\nprint('sympy' in sys.modules, 'numpy' in sys.modules)\nimport sympy"
+    assert run(boxed_service, code)["stdout"] == "True True\n"
     data = run(boxed_service, "import sympy, numpy\nprint(sympy.sqrt(8))")
-    assert data["stdout"] == "2*sqrt(2)\n"
-    assert data["duration_ms"] < 300  # a cold import costs ~500 ms; preloaded it is a dict hit
+    assert data["status"] == "ok" and data["stdout"] == "2*sqrt(2)\n"
 
 
 def test_scrubbed_environment(boxed_service: str) -> None:
