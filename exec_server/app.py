@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,7 +35,6 @@ from .models import (
 )
 from .settings import Settings, get_settings
 
-log = logging.getLogger("boxed.app")
 JsonObject = Annotated[dict[str, Any], Body()]
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}

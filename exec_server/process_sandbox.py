@@ -33,6 +33,7 @@ from .sandbox import (
     pop_frames,
     runner_frame,
     take_trailer,
+    verdict,
 )
 
 log = logging.getLogger("boxed.process")
@@ -112,10 +113,8 @@ class ProcessSandboxes(DockerSandboxes):
         if killed_for or trailer is None:
             # no trailer: the runner itself died (e.g. out of memory before the code ran)
             status = self._status(killed_for, exit_code, report["oom_killed"], streams.out[ERRORS])
-        elif report["oom_killed"] or trailer[1]:
-            status = "memory_limit"
         else:
-            status = "ok" if exit_code == 0 else "error"
+            status = verdict(exit_code, memory=report["oom_killed"] or trailer[1])
         return streams.result(status, None if killed_for else exit_code, report["duration_ms"])
 
     def can_reuse(self, warm: WarmContainer, result: RunResult) -> bool:

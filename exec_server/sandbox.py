@@ -65,7 +65,6 @@ class WarmContainer:
     id: str
     sock: socket.socket
     memory_mb: int
-    created_at: float = field(default_factory=time.monotonic)
     runs: int = 0
     _buffer: bytearray = field(default_factory=bytearray)
     _stdout: bytearray = field(default_factory=bytearray)  # demultiplexed, not yet parsed
@@ -139,6 +138,13 @@ class Streams:
             truncated_stderr=self.truncated[_STDERR],
             duration_ms=round(duration_ms, 2),
         )
+
+
+def verdict(exit_code: int, *, memory: bool) -> str:
+    """The status of a run that ended by itself: a memory failure, else by its exit code."""
+    if memory:
+        return "memory_limit"
+    return "ok" if exit_code == 0 else "error"
 
 
 def runner_frame(code: str, stdin: str, nonce: str | None = None) -> bytes:
@@ -356,7 +362,7 @@ class DockerSandboxes:
         trailer = trailers.get(_STDOUT) or trailers.get(_STDERR)
         if trailer is not None:
             exit_code, memory_error = trailer
-            status = "memory_limit" if memory_error else ("ok" if exit_code == 0 else "error")
+            status = verdict(exit_code, memory=memory_error)
         else:  # the runner did not finish normally: ask the engine how the container ended
             exit_code, oom_killed = self._exit_state(warm.id)
             if (
@@ -365,7 +371,7 @@ class DockerSandboxes:
                 and self._killed_from_outside(warm.id, started_wall)
             ):
                 raise SandboxError("sandbox container was killed from outside while running")
-            status = "memory_limit" if oom_killed else ("ok" if exit_code == 0 else "error")
+            status = verdict(exit_code, memory=oom_killed)
         if over_cap:
             return streams.result("output_limit", None, duration_ms)
         return streams.result(status, exit_code, duration_ms)
@@ -403,9 +409,8 @@ class DockerSandboxes:
     def _status(killed_for: str | None, exit_code: int, oom_killed: bool, stderr: bytes) -> str:
         if killed_for:
             return killed_for
-        if oom_killed or (exit_code == 1 and _MEMORY_ERROR_LINE.search(stderr)):
-            return "memory_limit"
-        return "ok" if exit_code == 0 else "error"
+        memory = oom_killed or (exit_code == 1 and bool(_MEMORY_ERROR_LINE.search(stderr)))
+        return verdict(exit_code, memory=memory)
 
     def _exit_state(self, container_id: str) -> tuple[int, bool]:
         try:
