@@ -1,19 +1,25 @@
-"""Throughput of process isolation beside container isolation, `docker run` and a bare fork.
+"""Throughput of process isolation beside container isolation, the engine, `docker run` and a fork.
 
     python bench/bench_throughput.py [--budget SECONDS] [--json FILE]
 
-Runs `print(1)` at concurrency 1 and 16 four ways and prints a markdown table (snippets/s,
-p50/p99 latency, throughput relative to a naive `docker run`):
+Runs `print(1)` at concurrency 1 and 16 six ways and prints a markdown table (snippets/s,
+p50/p99 latency, throughput relative to a naive `docker run`), then the issue's goals:
 
-* boxed, BOXED_ISOLATION=process: POST /execute, pooled containers, a forked child per snippet;
-* boxed, BOXED_ISOLATION=container: POST /execute, one fresh warm container per snippet;
-* naive: one `docker run --rm` per snippet with the same hardening flags (bench_execute.py's);
-* floor: one bare host `python3 -c 'print(1)'` subprocess per snippet, no sandbox at all.
+* process: POST /execute, BOXED_ISOLATION=process (pooled containers, a forked child each);
+* container: POST /execute, BOXED_ISOLATION=container (a fresh warm container per snippet,
+  sympy and numpy preloaded in it, the default);
+* container, no preload: the same with BOXED_PRELOAD="" (the interpreter alone, as below);
+* engine churn: what the engine itself sustains, the floor of any container per snippet:
+  docker-py create, start, wait, remove of `python3 -c 'print(1)'` with exactly the sandbox's
+  flags (``DockerSandboxes._host_options``), no service;
+* docker run: one `docker run --rm` per snippet with the same hardening flags (the naive way);
+* host fork: one bare host `python3 -c 'print(1)'` subprocess per snippet, no sandbox at all.
 
-Each service is started on its own free loopback port (pool 8, concurrency 16), warmed, measured
-and stopped before the next, so they do not share the machine's two cores. Every measurement
-stops at its request count or at ``--budget`` seconds, whichever comes first (the whole run
-takes about three minutes here).
+Services run with their default settings (pool 4, 8 snippets at once; a client at 16 queues
+in the service). Each service is started on its own free loopback port, warmed, measured and
+stopped before the next, so they do not share the machine's cores. Every measurement stops at
+its request count or at ``--budget`` seconds, whichever comes first (the whole run takes about
+four minutes here).
 """
 
 from __future__ import annotations
@@ -34,16 +40,22 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 from bench_execute import DOCKER_RUN, pct  # noqa: E402
 
+from exec_server.sandbox import DockerSandboxes, _raw_socket  # noqa: E402
+from exec_server.settings import Settings  # noqa: E402
 from exec_server.testing import IMAGE, ServiceProcess  # noqa: E402
 
 CODE = "print(1)"
-SERVICE_ENV = {"BOXED_POOL_SIZE": "8", "BOXED_MAX_CONCURRENCY": "16", "BOXED_MAX_QUEUE": "64"}
+NO_PRELOAD = "container, no preload"
 # (what, concurrency) -> most requests; the time budget usually ends the slow ones first.
 REQUESTS = {
     ("process", 1): 400,
     ("process", 16): 1600,
     ("container", 1): 40,
     ("container", 16): 120,
+    (NO_PRELOAD, 1): 40,
+    (NO_PRELOAD, 16): 160,
+    ("engine churn", 1): 40,
+    ("engine churn", 16): 160,
     ("docker run", 1): 12,
     ("docker run", 16): 48,
     ("host fork", 1): 200,
@@ -97,8 +109,8 @@ async def settled(client: httpx.AsyncClient, quiet: float = 3.0, limit: float = 
         await asyncio.sleep(0.25)
 
 
-async def bench_service(isolation: str, budget: float) -> list[Row]:
-    service = ServiceProcess(BOXED_ISOLATION=isolation, **SERVICE_ENV).start()
+async def bench_service(what: str, budget: float, **env: str) -> list[Row]:
+    service = ServiceProcess(**env).start()
     try:
         limits = httpx.Limits(max_connections=16)
         async with httpx.AsyncClient(base_url=service.url, timeout=120, limits=limits) as client:
@@ -108,13 +120,47 @@ async def bench_service(isolation: str, budget: float) -> list[Row]:
                 data = r.json()
                 assert r.status_code == 200 and data["stdout"] == "1\n", data
 
-            # Warm-up: let the pool reach its size (and, in process mode, grow to 16), then let
-            # the warm-ups it started finish, so that they do not eat the measured CPU.
+            # Warm-up: let the pool reach its size (and, in process mode, grow to the
+            # concurrency), then let the warm-ups it started finish, so that they do not eat
+            # the measured CPU.
             await asyncio.gather(*(one() for _ in range(32)))
             await settled(client)
-            return [await measure(isolation, c, one, budget) for c in (1, 16)]
+            return [await measure(what, c, one, budget) for c in (1, 16)]
     finally:
         service.stop()
+
+
+async def bench_engine(budget: float) -> list[Row]:
+    """One container per snippet straight through the engine's API, reading its output."""
+    sandboxes = DockerSandboxes(Settings(sandbox_image=IMAGE, instance="bench-engine"))
+    api = sandboxes.api
+    host_config = api.create_host_config(**sandboxes._host_options(256))
+
+    def cycle() -> None:
+        container = api.create_container(
+            IMAGE,
+            command=["python3", "-I", "-c", CODE],
+            user=sandboxes.settings.sandbox_user,
+            labels=sandboxes.labels,
+            network_disabled=True,
+            host_config=host_config,
+        )["Id"]
+        try:
+            params = {"stdout": 1, "stderr": 1, "stream": 1}
+            sock = _raw_socket(api.attach_socket(container, params=params))
+            with sock:
+                api.start(container)
+                output = b""
+                while chunk := sock.recv(65536):
+                    output += chunk
+            assert output.endswith(b"1\n") and api.wait(container)["StatusCode"] == 0, output
+        finally:
+            api.remove_container(container, force=True)
+
+    async def one() -> None:
+        await asyncio.to_thread(cycle)
+
+    return [await measure("engine churn", c, one, budget) for c in (1, 16)]
 
 
 async def run_command(argv: list[str]) -> None:
@@ -147,16 +193,36 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def goals(rows: list[Row]) -> str:
+    """The issue's goals, checked on this run's figures."""
+    by = {(r.what, r.concurrency): r for r in rows}
+    lines = []
+    for c in (1, 16):
+        ratio = by["process", c].per_second / by["docker run", c].per_second
+        lines.append(f"process mode >= 15x docker run at c={c}: {ratio:.1f}x")
+    lines.append(f"process mode p50 < 10 ms at c=1: {by['process', 1].p50_ms:.1f} ms")
+    for c in (1, 16):
+        share = by[NO_PRELOAD, c].per_second / by["engine churn", c].per_second
+        lines.append(f"container mode (no preload) / engine churn at c={c}: {share:.0%}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budget", type=float, default=20.0, help="seconds per measurement")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
-    rows = asyncio.run(bench_service("process", args.budget))
-    rows += asyncio.run(bench_service("container", args.budget))
+    rows = asyncio.run(bench_service("process", args.budget, BOXED_ISOLATION="process"))
+    rows += asyncio.run(bench_service("container", args.budget, BOXED_ISOLATION="container"))
+    rows += asyncio.run(
+        bench_service(NO_PRELOAD, args.budget, BOXED_ISOLATION="container", BOXED_PRELOAD="")
+    )
+    rows += asyncio.run(bench_engine(args.budget))
     rows += asyncio.run(bench_commands(args.budget))
-    print(f"\n{os.cpu_count()} CPUs; image {IMAGE}; `{CODE}`; services: {SERVICE_ENV}\n")
+    print(f"\n{os.cpu_count()} CPUs; image {IMAGE}; `{CODE}`; services with default settings\n")
     print(table(rows))
+    print()
+    print(goals(rows))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
 

@@ -7,7 +7,6 @@ that it is answered as a service error, never mistaken for the code's own failur
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import secrets
@@ -34,6 +33,7 @@ TRAILER_PREFIX = b"\x00boxed-exit:"
 TRAILER_ROOM = 128  # bytes a stream may pass the cap by while the trailer is still to come
 SERVICE_LABEL = "boxed.service"
 INSTANCE_LABEL = "boxed.instance"
+EXIT_WAIT = 1.0  # longest wait for a finished container to exit before it is removed
 WARMUP_TIMEOUT = 60.0
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -66,6 +66,7 @@ class WarmContainer:
     sock: socket.socket
     memory_mb: int
     runs: int = 0
+    exiting: bool = False  # its runner finished and is exiting by itself
     _buffer: bytearray = field(default_factory=bytearray)
     _stdout: bytearray = field(default_factory=bytearray)  # demultiplexed, not yet parsed
 
@@ -147,12 +148,13 @@ def verdict(exit_code: int, *, memory: bool) -> str:
     return "ok" if exit_code == 0 else "error"
 
 
-def runner_frame(code: str, stdin: str, nonce: str | None = None) -> bytes:
-    """The frame ``sandbox_runner`` reads: a 4-byte big-endian length and the JSON request.
-    With a ``nonce`` the runner ends its stdout with an exit trailer (see ``take_trailer``)."""
-    request = {"code": code, "input": stdin, **({"nonce": nonce} if nonce else {})}
-    payload = json.dumps(request).encode()
-    return len(payload).to_bytes(4, "big") + payload
+def runner_frame(code: str, stdin: str, nonce: str = "") -> bytes:
+    """The frame ``sandbox_runner`` reads: the 4-byte big-endian lengths of the code, the input
+    and the nonce, then the three. With a nonce the runner ends its stdout and stderr with an
+    exit trailer (see ``take_trailer``)."""
+    parts = [code.encode("utf-8", "surrogatepass"), stdin.encode("utf-8", "surrogatepass")]
+    parts.append(nonce.encode())
+    return b"".join(len(part).to_bytes(4, "big") for part in parts) + b"".join(parts)
 
 
 def take_trailer(stdout: bytearray, nonce: str) -> tuple[int, bool] | None:
@@ -220,8 +222,7 @@ class DockerSandboxes:
 
     # -- lifecycle -----------------------------------------------------------------------
     def _command(self) -> list[str]:
-        config = json.dumps({"preload": self.settings.preload_modules})
-        return ["python3", "-I", "-u", "-c", RUNNER_SOURCE, config]
+        return ["python3", "-I", "-u", "-c", RUNNER_SOURCE, ",".join(self.settings.preload_modules)]
 
     def _user(self) -> str:
         return self.settings.sandbox_user
@@ -360,6 +361,7 @@ class DockerSandboxes:
             self.kill(warm.id)
             return streams.result(killed_for, None, duration_ms)
         trailer = trailers.get(_STDOUT) or trailers.get(_STDERR)
+        warm.exiting = len(trailers) == 2
         if trailer is not None:
             exit_code, memory_error = trailer
             status = verdict(exit_code, memory=memory_error)
@@ -455,8 +457,23 @@ class DockerSandboxes:
                 pass
 
     def discard(self, warm: WarmContainer) -> bool:
+        if warm.exiting:
+            self._await_exit(warm)
         self._close(warm)
         return self.remove(warm.id)
+
+    @staticmethod
+    def _await_exit(warm: WarmContainer, seconds: float = EXIT_WAIT) -> None:
+        """Wait (briefly) for a container whose runner is ending to exit by itself: removing
+        an exited container spares the engine a kill, about 3% of its work per container."""
+        deadline = time.monotonic() + seconds
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                warm.sock.settimeout(remaining)
+                if not warm.sock.recv(65536):
+                    return  # the attach stream ends when the container has exited
+        except OSError:
+            return  # timed out or closed: the forced removal does the rest
 
     def list_ids(self) -> list[str]:
         """Ids of every container of this service instance, running or not."""

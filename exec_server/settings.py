@@ -47,7 +47,7 @@ class Settings(BaseSettings):
         "whose supervisor forks a fresh unprivileged child per snippet (docs/process-mode.md).",
     )
     process_max_runs: int = Field(
-        default=200, ge=1, description="Snippets a process-mode container serves before renewal."
+        default=1000, ge=1, description="Snippets a process-mode container serves before renewal."
     )
     process_memory_overhead_mb: int = Field(
         default=160,

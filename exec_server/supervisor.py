@@ -3,12 +3,17 @@
 It runs as root in a container that keeps only CAP_SETUID, CAP_SETGID and CAP_KILL, imports the
 popular modules once, and then serves one snippet at a time, each in a freshly forked child:
 
-* the child gets its own session, a memfd as stdin, two pipes as stdout/stderr and nothing
-  else (every other descriptor, including the attach stream, is closed), its own rlimits
-  (address space, CPU, file size, descriptors, no core, no message queues) and nice 19, then
-  drops to the sandbox uid/gid with no supplementary groups and verifies that no capability
-  is left, makes an empty ``/tmp/run`` its working directory and hands over to the container
-  mode's own ``sandbox_runner.main`` (so verdicts, tracebacks and exit codes are the same);
+* the child is forked ahead of its snippet, once the container has been proven clean (a fork
+  of this preloaded interpreter costs about 2 ms, which this takes out of the request's
+  latency): it gets its own session, a memfd as stdin, two pipes as stdout/stderr and a
+  hand-over pipe, nothing else (every other descriptor, including the attach stream, is
+  closed), nice 19, drops to the sandbox uid/gid with no supplementary groups, verifies that
+  no capability is left, makes an empty ``/tmp/run`` its working directory and blocks on the
+  hand-over pipe. When the snippet comes it sets its own rlimits (address space, CPU, file
+  size, descriptors, no core, no message queues) and hands over to the container mode's own
+  ``sandbox_runner.main`` (so verdicts, tracebacks and exit codes are the same). The next
+  child is only forked after every process of the previous snippet is dead: a snippet never
+  shares the container with a later child it could trace (same uid);
 * the supervisor forwards the pipes with a per-stream cap, kills at the wall limit, and after
   the child ends kills every other process in the container (``kill(-1, SIGKILL)`` reaches
   everything in the PID namespace but init and itself; it is the subreaper, so daemonised
@@ -22,7 +27,7 @@ run, so a later child, a copy of this process, finds no trace of an earlier snip
 
 Protocol. Host to supervisor, on stdin: a 4-byte big-endian length and a JSON header
 ``{"timeout": s, "memory_mb": n, "size": m}``, then ``m`` bytes that are exactly the frame
-``sandbox_runner`` reads (its own length prefix and ``{"code", "input"}``). Supervisor to host,
+``sandbox_runner`` reads (the lengths, then code, input and nonce). Supervisor to host,
 on stdout: the ready marker once, then frames with Docker's 8-byte header (kind, three zero
 bytes, 4-byte big-endian length): 1 = child stdout, 2 = child stderr, 3 = the run's result,
 4 = the clean-up verdict (both JSON). The host sends the next request only after frame 4.
@@ -38,6 +43,7 @@ import select
 import signal
 import sys
 import time
+import traceback  # noqa: F401 - preloaded: the runner imports it on an error only
 
 READY_MARKER = b"\x00boxed-ready\x00\n"
 OUT, ERR, RESULT, CLEANUP = 1, 2, 3, 4
@@ -54,14 +60,16 @@ CAP_LINES = ("CapInh:", "CapPrm:", "CapEff:", "CapAmb:")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 SYSV_FILES = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
 
+# (``traceback`` above: a child whose address space a deep recursion exhausted could not import
+# it any more, and its stderr would lose the error.)
 _libc = ctypes.CDLL(None, use_errno=True)
 _buffer = bytearray(8 + CHUNK)  # the only place child output ever sits; zeroed after each run
 
 
-def _write_all(data):
+def _write_all(data, fd=1):
     view = memoryview(data)
     while view:
-        view = view[os.write(1, view) :]
+        view = view[os.write(fd, view) :]
 
 
 def _send(kind, data):
@@ -80,15 +88,14 @@ def _read_exact(n):
     return b"".join(chunks)
 
 
-def _receive_body(size):
-    """Move the runner frame from stdin into a memfd without copying it into this process."""
-    fd = os.memfd_create("boxed-request", os.MFD_CLOEXEC)
+def _receive_body(fd, size):
+    """Move the runner frame from stdin into the child's memfd without copying it into this
+    process."""
     while size:
         moved = os.splice(0, fd, size)
         if not moved:
             raise EOFError("stdin closed inside a request")
         size -= moved
-    return fd
 
 
 # -- the child -------------------------------------------------------------------------------
@@ -123,22 +130,26 @@ def _drop_privileges(uid, gid):
         raise RuntimeError(f"capabilities left after the drop: {caps}")
 
 
-def _child(body_fd, out_w, err_w, header, config, runner_main):
+def _read_to_end(fd):
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _child(body_fd, out_w, err_w, go_r, config, runner_main):
     try:
         os.setsid()
-        os.dup2(body_fd, 0)
-        os.lseek(0, 0, os.SEEK_SET)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
+        for fd, target in ((body_fd, 0), (out_w, 1), (err_w, 2), (go_r, 3)):
+            os.dup2(fd, target)
         for fd in [int(fd) for fd in os.listdir("/proc/self/fd")]:
-            if fd > 2:
+            if fd > 3:
                 try:
                     os.close(fd)
                 except OSError:
                     pass  # the descriptor listdir itself used
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")  # under memory pressure the kernel takes the snippet, not us
-        _set_limits(float(header["timeout"]), int(header["memory_mb"]), int(config["nofile"]))
         os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
         _drop_privileges(int(config["uid"]), int(config["gid"]))
         # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
@@ -148,6 +159,14 @@ def _child(body_fd, out_w, err_w, header, config, runner_main):
         os.mkdir(RUN_DIR, 0o700)
         os.chdir(RUN_DIR)
         sys.argv = ["-c"]
+        handed = _read_to_end(3)  # blocks until the snippet is in the memfd
+        if not handed:
+            os._exit(0)  # the supervisor is going away
+        os.close(3)
+        header = json.loads(handed)
+        os.lseek(0, 0, os.SEEK_SET)
+        # Only lowering limits, which needs no privilege.
+        _set_limits(float(header["timeout"]), int(header["memory_mb"]), int(config["nofile"]))
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
         os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)
@@ -161,12 +180,59 @@ def _child(body_fd, out_w, err_w, header, config, runner_main):
         os._exit(1)  # never fall back into the supervisor's loop, whatever happened
 
 
+class _Child:
+    """A forked child that has done its set-up and waits on the hand-over pipe.
+
+    It owns the supervisor's ends of the child's descriptors; each is closed exactly once.
+    """
+
+    def __init__(self, config, runner_main):
+        self.body_fd = os.memfd_create("boxed-request", os.MFD_CLOEXEC)
+        self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        go_r, self.go_w = os.pipe2(os.O_CLOEXEC)
+        self.pid = os.fork()
+        if self.pid == 0:
+            _child(self.body_fd, out_w, err_w, go_r, config, runner_main)
+        for fd in (out_w, err_w, go_r):
+            os.close(fd)
+        self.pidfd = os.pidfd_open(self.pid)
+        self.open = {self.body_fd, self.out_r, self.err_r, self.go_w, self.pidfd}
+        self.reaped = False
+
+    def hand_over(self, limits):
+        """Give the child its limits: it runs the snippet already spliced into its memfd."""
+        _write_all(json.dumps(limits).encode(), self.go_w)
+        self.close(self.go_w)
+        self.close(self.body_fd)
+
+    def close(self, fd):
+        if fd in self.open:
+            self.open.discard(fd)
+            os.close(fd)
+
+    def wait(self):
+        """Reap the child: its wait status."""
+        _, status = os.waitpid(self.pid, 0)
+        self.reaped = True
+        return status
+
+    def discard(self):
+        """Kill and reap the child if it is still there, and close what is left open."""
+        if not self.reaped:
+            os.kill(self.pid, signal.SIGKILL)  # by pid: it may not have its own group yet
+            self.wait()
+        for fd in list(self.open):
+            self.close(fd)
+
+
 # -- watching a run --------------------------------------------------------------------------
 class _Run:
     """Forwards the child's pipes to the host with a per-stream cap."""
 
-    def __init__(self, out_r, err_r, cap):
-        self.kinds = {out_r: OUT, err_r: ERR}
+    def __init__(self, child, cap):
+        self.child = child
+        self.kinds = {child.out_r: OUT, child.err_r: ERR}
         self.sent = {OUT: 0, ERR: 0}
         self.cap = cap
         self.marker_left = len(READY_MARKER)  # the runner's marker opens stdout; it is ours
@@ -212,7 +278,7 @@ class _Run:
 
     def close(self, fd):
         if self.kinds.pop(fd, None) is not None:
-            os.close(fd)
+            self.child.close(fd)
 
     def close_all(self):
         for fd in list(self.kinds):
@@ -280,23 +346,17 @@ def _kill_all():
         time.sleep(0.001)
 
 
-def _serve_one(header, config, runner_main):
-    body_fd = _receive_body(int(header["size"]))
+def _serve_one(header, child, config):
+    _receive_body(child.body_fd, int(header["size"]))
     timeout = float(header["timeout"])
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    pid, pidfd = child.pid, child.pidfd
+    run = _Run(child, int(config["output_cap"]))
+    poller = select.poll()
+    for fd in (child.out_r, child.err_r, pidfd):
+        poller.register(fd, select.POLLIN)
     oom_before = _oom_kills()
     started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        _child(body_fd, out_w, err_w, header, config, runner_main)
-    for fd in (body_fd, out_w, err_w):
-        os.close(fd)
-    run = _Run(out_r, err_r, int(config["output_cap"]))
-    pidfd = os.pidfd_open(pid)
-    poller = select.poll()
-    for fd in (out_r, err_r, pidfd):
-        poller.register(fd, select.POLLIN)
+    child.hand_over({"timeout": timeout, "memory_mb": int(header["memory_mb"])})
     killed_for, exited = None, False
     deadline = started + timeout
     while not exited and killed_for is None:
@@ -314,14 +374,14 @@ def _serve_one(header, config, runner_main):
                 killed_for = "output_limit"
                 break
     duration_ms = (time.monotonic() - started) * 1000
-    os.close(pidfd)
+    child.close(pidfd)
     # Whatever the snippet left running is a stray: it is killed now, before anything else.
     strays = [p for p, state in _others().items() if p != pid and state != "Z"]
     if killed_for:
         _sigkill(pid)  # the child's own session and process group first
     if killed_for or strays:
         _sigkill(-1)  # then everything else, wherever it moved to
-    _, wait_status = os.waitpid(pid, 0)
+    wait_status = child.wait()
     run.drain(time.monotonic() + DRAIN_SECONDS)
     run.close_all()
     if run.over_cap and not killed_for:
@@ -420,17 +480,30 @@ def main():
     if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "cannot become the subreaper")
     uid = int(config["uid"])
+    child = _Child(config, runner["main"])
     os.write(1, READY_MARKER)
     while True:
         size = _read_exact(4)
         if size is None:
+            if child:
+                child.discard()
             return
         header = json.loads(_read_exact(int.from_bytes(size, "big")))
         try:
-            _serve_one(header, config, runner["main"])
+            child = child or _Child(config, runner["main"])
+            _serve_one(header, child, config)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
             _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
+        if child:
+            child.discard()  # a no-op after a run; fds of a failed one
+        child = None
         problems = _problems(uid)
+        if not problems:
+            # Only now, with every process of the last snippet dead, the next child may exist.
+            try:
+                child = _Child(config, runner["main"])
+            except OSError as exc:
+                problems.append(f"cannot fork the next child: {exc!r}")
         _send(CLEANUP, json.dumps({"clean": not problems, "problems": problems}).encode())
 
 

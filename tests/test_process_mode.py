@@ -324,6 +324,22 @@ def test_daemonised_leftover_process_is_killed_before_the_next_snippet(single: s
     assert after == "[] False\n", checked
 
 
+LIST_PROCESSES = """
+import os
+pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+print(pids == sorted({1, os.getppid(), os.getpid()}))
+"""
+
+
+@pytest.mark.docker
+def test_snippet_shares_the_container_with_init_and_the_supervisor_only(single: str) -> None:
+    # The child of the next snippet is forked ahead of time, but only once every process of
+    # the one before is dead: no snippet ever meets another process of its own uid.
+    for _ in range(3):  # the first child was forked at start-up, the later ones after clean-ups
+        out, _, after, checked = tamper_then_check(single, DAEMON, LIST_PROCESSES)
+        assert out == "daemon started\n" and after == "True\n", checked
+
+
 THREADS_AND_FDS = """
 import os, socket, threading, time
 def spin():
