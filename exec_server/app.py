@@ -94,7 +94,8 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         finally:
             await app.state.executor.stop()
 
-    def require_key(authorization: str | None = Header(default=None)) -> None:
+    async def require_key(authorization: str | None = Header(default=None)) -> None:
+        # async: FastAPI would run a plain function in its thread pool, a hop per request
         if settings.api_key is None:
             return
         expected = f"Bearer {settings.api_key}"
