@@ -19,7 +19,7 @@ Services run with their default settings (pool 4, 8 snippets at once; a client a
 in the service). Each service is started on its own free loopback port, warmed, measured and
 stopped before the next, so they do not share the machine's cores. Every measurement stops at
 its request count or at ``--budget`` seconds, whichever comes first (the whole run takes about
-four minutes here).
+five minutes here).
 """
 
 from __future__ import annotations
