@@ -70,6 +70,7 @@ class ProcessSandboxes(DockerSandboxes):
             "gid": int(gid or uid),
             "output_cap": self.settings.output_max_bytes + TRAILER_ROOM,
             "nofile": self.settings.nofile,
+            "fsize": self.settings.tmpfs_mb * 1024 * 1024,  # as container mode's ulimit
         }
         return ["python3", "-I", "-u", "-c", SUPERVISOR_SOURCE, json.dumps(config)]
 

@@ -99,7 +99,7 @@ def _receive_body(fd, size):
 
 
 # -- the child -------------------------------------------------------------------------------
-def _set_limits(timeout, memory_mb, nofile):
+def _set_limits(timeout, memory_mb, config):
     page = os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/statm") as f:
         mapped = int(f.read().split()[0]) * page
@@ -108,7 +108,8 @@ def _set_limits(timeout, memory_mb, nofile):
     for which, soft, hard in (
         (resource.RLIMIT_AS, address_space, address_space),
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU, then SIGKILL a second later
-        (resource.RLIMIT_NOFILE, nofile, nofile),
+        (resource.RLIMIT_NOFILE, int(config["nofile"]), int(config["nofile"])),
+        (resource.RLIMIT_FSIZE, int(config["fsize"]), int(config["fsize"])),
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_MSGQUEUE, 0, 0),
     ):
@@ -166,7 +167,9 @@ def _child(body_fd, out_w, err_w, go_r, config, runner_main):
         header = json.loads(handed)
         os.lseek(0, 0, os.SEEK_SET)
         # Only lowering limits, which needs no privilege.
-        _set_limits(float(header["timeout"]), int(header["memory_mb"]), int(config["nofile"]))
+        # (Processes: the container's pids cgroup, which only this snippet uses while it runs;
+        # RLIMIT_NPROC would count the sandbox uid across every container of the host.)
+        _set_limits(float(header["timeout"]), int(header["memory_mb"]), config)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
         os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)

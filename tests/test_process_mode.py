@@ -12,6 +12,7 @@ and every such test asserts, from the snippets' own view of their cgroup, that t
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import json
 import socket
@@ -338,6 +339,33 @@ def test_snippet_shares_the_container_with_init_and_the_supervisor_only(single: 
     for _ in range(3):  # the first child was forked at start-up, the later ones after clean-ups
         out, _, after, checked = tamper_then_check(single, DAEMON, LIST_PROCESSES)
         assert out == "daemon started\n" and after == "True\n", checked
+
+
+OWN_LIMITS = """
+import os, resource
+names = ('AS', 'CPU', 'FSIZE', 'NOFILE', 'CORE', 'MSGQUEUE')
+print({n: resource.getrlimit(getattr(resource, 'RLIMIT_' + n)) for n in names})
+print(os.getcwd(), os.listdir('.'), os.getpriority(os.PRIO_PROCESS, 0))
+"""
+
+
+@pytest.mark.docker
+def test_each_snippet_gets_its_own_limits_and_empty_directory(single: str) -> None:
+    settings = Settings()
+    for timeout, memory_mb in ((3, 128), (7.5, 300)):
+        data = run(single, OWN_LIMITS, timeout=timeout, memory_mb=memory_mb)
+        limits_line, where = data["stdout"].splitlines()
+        limits = ast.literal_eval(limits_line)
+        address_space = limits["AS"][0]
+        # its mapped preload (60-200 MiB) plus exactly its own memory_mb
+        assert 60 << 20 < address_space - (memory_mb << 20) < 200 << 20, limits
+        cpu = -(-timeout // 1) + 1
+        assert limits["CPU"] == (cpu, cpu + 1), limits
+        fsize = settings.tmpfs_mb << 20
+        assert limits["FSIZE"] == (fsize, fsize), limits
+        assert limits["NOFILE"] == (settings.nofile, settings.nofile), limits
+        assert limits["CORE"] == (0, 0) and limits["MSGQUEUE"] == (0, 0), limits
+        assert where == "/tmp/run [] 19", where
 
 
 THREADS_AND_FDS = """
