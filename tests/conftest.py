@@ -8,12 +8,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from exec_server.testing import IMAGE, REPO, ServiceProcess, free_port, instance_containers
 
-__all__ = ["IMAGE", "REPO", "ServiceProcess", "free_port", "instance_containers"]
+__all__ = ["IMAGE", "REPO", "ServiceProcess", "free_port", "instance_containers", "running_service"]
+
+
+@contextmanager
+def running_service(**env: str) -> Iterator[ServiceProcess]:
+    """A real service started with ``env``, stopped at the end (also when its start failed);
+    asserts it left no container behind."""
+    service = ServiceProcess(**env)
+    try:
+        yield service.start()
+    finally:
+        if service.proc is not None:
+            service.stop()
+        leftover = instance_containers(service.instance)
+        assert leftover == [], f"containers left behind: {leftover}"
 
 
 def docker_problem() -> str | None:
@@ -55,10 +70,5 @@ def boxed_service(request: pytest.FixtureRequest) -> Iterator[str]:
     uses it must hold in both); asserts no container is left after."""
     # A long queue deadline: these tests check verdicts, and a loaded 2-core CI machine may
     # take more than the default 10 s to churn 32 containers (overload has its own tests).
-    service = ServiceProcess(BOXED_ISOLATION=request.param, BOXED_QUEUE_TIMEOUT="60").start()
-    try:
+    with running_service(BOXED_ISOLATION=request.param, BOXED_QUEUE_TIMEOUT="60") as service:
         yield service.url
-    finally:
-        service.stop()
-        leftover = instance_containers(service.instance)
-        assert leftover == [], f"containers left behind: {leftover}"

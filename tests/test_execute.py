@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import ServiceProcess, instance_containers
+from tests.conftest import ServiceProcess, running_service
 
 pytestmark = pytest.mark.docker
 
@@ -220,14 +220,13 @@ def test_probes_and_metrics(boxed_service: str) -> None:
 
 
 def test_overload_answers_429_and_api_key_guards_routes() -> None:
-    service = ServiceProcess(
+    auth = {"Authorization": "Bearer s3cret"}
+    with running_service(
         BOXED_API_KEY="s3cret",
         BOXED_MAX_CONCURRENCY="1",
         BOXED_MAX_QUEUE="0",
         BOXED_POOL_SIZE="1",
-    ).start()
-    auth = {"Authorization": "Bearer s3cret"}
-    try:
+    ) as service:
         url = service.url
         assert httpx.post(f"{url}/execute", json={"code": "print(1)"}).status_code == 401
         wrong = {"Authorization": "Bearer nope"}
@@ -249,9 +248,6 @@ def test_overload_answers_429_and_api_key_guards_routes() -> None:
         assert "overloaded" in refused.json()["detail"]
         ok = httpx.post(f"{url}/execute", json={"code": "print(2)"}, headers=auth, timeout=30)
         assert ok.json()["stdout"] == "2\n"
-    finally:
-        service.stop()
-    assert instance_containers(service.instance) == []
 
 
 def test_docker_unreachable_is_503_not_a_verdict() -> None:

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import ServiceProcess, instance_containers
+from tests.conftest import running_service
 
 pytestmark = pytest.mark.docker
 
@@ -33,19 +33,16 @@ COUNTS: collections.Counter[str] = collections.Counter()
 
 @pytest.fixture(scope="module")
 def fuzz_url() -> Iterator[str]:
-    service = ServiceProcess(
-        BOXED_POOL_SIZE="2",
-        BOXED_TIMEOUT_DEFAULT="1",
-        BOXED_TIMEOUT_MAX="2",
-        BOXED_MAX_BATCH_ITEMS="4",
-    )
     try:
-        service.start()
-        yield service.url
+        with running_service(
+            BOXED_POOL_SIZE="2",
+            BOXED_TIMEOUT_DEFAULT="1",
+            BOXED_TIMEOUT_MAX="2",
+            BOXED_MAX_BATCH_ITEMS="4",
+        ) as service:
+            yield service.url
     finally:
-        service.stop()
         print("\nfuzz requests per operation:", dict(sorted(COUNTS.items())), sum(COUNTS.values()))
-    assert instance_containers(service.instance) == []
 
 
 @pytest.fixture(scope="module")

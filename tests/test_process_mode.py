@@ -20,7 +20,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from unittest import mock
 
 import httpx
@@ -30,7 +30,7 @@ from exec_server import sandbox_runner, supervisor
 from exec_server.process_sandbox import ProcessSandboxes
 from exec_server.sandbox import SandboxError, WarmContainer
 from exec_server.settings import Settings
-from tests.conftest import ServiceProcess, instance_containers
+from tests.conftest import ServiceProcess, instance_containers, running_service
 
 WHERE = (
     "import re as _re\n"
@@ -63,23 +63,16 @@ def tamper_then_check(
     return attack_out, attack_data, check_out, check_data
 
 
-@contextmanager
-def single_container_service(**env: str) -> Iterator[ServiceProcess]:
+def single_container_service(**env: str) -> AbstractContextManager[ServiceProcess]:
     """A process-mode service with one container serving one snippet at a time; asserts no
     container is left after."""
-    service = ServiceProcess(
+    return running_service(
         BOXED_ISOLATION="process",
         BOXED_POOL_SIZE="1",
         BOXED_MAX_CONCURRENCY="1",
         BOXED_STRICT_POOL_SIZE="0",
         **env,
-    ).start()
-    try:
-        yield service
-    finally:
-        service.stop()
-        leftover = instance_containers(service.instance)
-        assert leftover == [], f"containers left behind: {leftover}"
+    )
 
 
 @pytest.fixture(scope="module")
