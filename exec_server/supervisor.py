@@ -43,7 +43,10 @@ import select
 import signal
 import sys
 import time
-import traceback  # noqa: F401 - preloaded: the runner imports it on an error only
+
+# Preloaded for the runner, which imports it only on an error: a child whose address space a
+# deep recursion exhausted could not import it then, and its stderr would lose the error.
+import traceback  # noqa: F401
 
 READY_MARKER = b"\x00boxed-ready\x00\n"
 OUT, ERR, RESULT, CLEANUP = 1, 2, 3, 4
@@ -60,8 +63,6 @@ CAP_LINES = ("CapInh:", "CapPrm:", "CapEff:", "CapAmb:")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 SYSV_FILES = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
 
-# (``traceback`` above: a child whose address space a deep recursion exhausted could not import
-# it any more, and its stderr would lose the error.)
 _libc = ctypes.CDLL(None, use_errno=True)
 _buffer = bytearray(8 + CHUNK)  # the only place child output ever sits; zeroed after each run
 
