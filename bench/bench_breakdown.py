@@ -1,0 +1,157 @@
+"""Where one process-mode snippet's time goes, layer by layer (sequential, `print(1)`).
+
+    python bench/bench_breakdown.py [--runs N]
+
+* sandbox: ``ProcessSandboxes.run`` on one warm container, no service: from sending the snippet
+  to the verdict, and the part of it from the hand-over to the reaped child (``duration_ms``);
+  then ``settle`` (the clean-up and the next child's fork, off the request's path);
+* executor: ``Executor.execute`` in this process (admission, the pool, a thread hop, the run);
+* HTTP layer: ``POST /execute`` against the real app whose executor answers at once (uvicorn,
+  routing, validation, serialisation), and ``GET /healthz`` beside it;
+* service: ``POST /execute`` against a real process-mode service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from exec_server.app import create_app  # noqa: E402
+from exec_server.executor import Executor, to_response  # noqa: E402
+from exec_server.models import ExecuteRequest  # noqa: E402
+from exec_server.process_sandbox import ProcessSandboxes  # noqa: E402
+from exec_server.sandbox import RunResult  # noqa: E402
+from exec_server.settings import Settings  # noqa: E402
+from exec_server.testing import IMAGE, ServiceProcess, free_port  # noqa: E402
+
+CODE = "print(1)"
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values[len(values) // 10 :])  # the first tenth warms up
+
+
+def settings(**extra: object) -> Settings:
+    return Settings(
+        isolation="process", sandbox_image=IMAGE, instance=f"bench-{uuid.uuid4().hex[:8]}", **extra
+    )
+
+
+def sandbox_layer(runs: int) -> dict[str, float]:
+    sandboxes = ProcessSandboxes(settings())
+    warm = sandboxes.create_warm()
+    total, child, settle = [], [], []
+    try:
+        for _ in range(runs):
+            started = time.perf_counter()
+            result = sandboxes.run(warm, CODE, "", 5)
+            answered = time.perf_counter()
+            assert result.stdout == b"1\n" and sandboxes.settle(warm), result
+            total.append((answered - started) * 1000)
+            settle.append((time.perf_counter() - answered) * 1000)
+            child.append(result.duration_ms)
+            if warm.runs >= sandboxes.settings.process_max_runs - 1:
+                sandboxes.discard(warm)
+                warm = sandboxes.create_warm()
+    finally:
+        sandboxes.discard(warm)
+    return {
+        "sandbox run": p50(total),
+        "  of it hand-over to reaped child": p50(child),
+        "settle (after the answer)": p50(settle),
+    }
+
+
+async def executor_layer(runs: int) -> dict[str, float]:
+    executor = Executor(settings(strict_pool_size=0))
+    await executor.start()
+    try:
+        while executor.pool.ready_count < executor.settings.pool_size:
+            await asyncio.sleep(0.1)
+        request, times = ExecuteRequest(code=CODE), []
+        for _ in range(runs):
+            started = time.perf_counter()
+            response = await executor.execute(request, "bench")
+            times.append((time.perf_counter() - started) * 1000)
+            assert response.stdout == "1\n", response
+    finally:
+        await executor.stop()
+    return {"executor": p50(times)}
+
+
+class _AnswersAtOnce:
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def execute(self, req: ExecuteRequest, request_id: str) -> object:
+        return to_response(RunResult("ok", 0, b"1\n", b"", False, False, 1.0), request_id)
+
+
+def timed_requests(url: str, runs: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {"GET /healthz": [], "POST /execute": []}
+    with httpx.Client(base_url=url) as client:
+        for _ in range(runs):
+            for what, call in (
+                ("GET /healthz", lambda: client.get("/healthz")),
+                ("POST /execute", lambda: client.post("/execute", json={"code": CODE})),
+            ):
+                started = time.perf_counter()
+                assert call().status_code == 200
+                times[what].append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def http_layer(runs: int) -> dict[str, float]:
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(Settings(), executor=_AnswersAtOnce()), port=port, log_level="warning"
+    )  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        times = timed_requests(f"http://127.0.0.1:{port}", runs)
+    finally:
+        server.should_exit = True
+        thread.join()
+    return {f"HTTP layer only, {what}": p50(values) for what, values in times.items()}
+
+
+def service_layer(runs: int) -> dict[str, float]:
+    service = ServiceProcess(BOXED_ISOLATION="process").start()
+    try:
+        times = timed_requests(service.url, runs)["POST /execute"]
+    finally:
+        service.stop()
+    return {"service, POST /execute": p50(times)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=400)
+    runs = parser.parse_args().runs
+    rows = sandbox_layer(runs)
+    rows |= asyncio.run(executor_layer(runs))
+    rows |= http_layer(runs)
+    rows |= service_layer(runs)
+    print(f"\n`{CODE}`, {runs} sequential runs per layer, p50 in ms\n")
+    print("| layer | p50 ms |\n|---|---|")
+    for what, value in rows.items():
+        print(f"| {what} | {value:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
