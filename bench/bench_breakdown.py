@@ -2,10 +2,11 @@
 
     python bench/bench_breakdown.py [--runs N]
 
-* sandbox: ``ProcessSandboxes.run`` on one warm container, no service: from sending the snippet
-  to the verdict, and the part of it from the hand-over to the reaped child (``duration_ms``);
-  then ``settle`` (the clean-up and the next child's fork, off the request's path);
-* executor: ``Executor.execute`` in this process (admission, the pool, a thread hop, the run);
+* sandbox: ``DockerSandbox.run`` (the docker-process backend) on one warm container, no
+  service: from sending the snippet to the observation, and the part of it from the hand-over
+  to the reaped child (``duration_ms``); then ``settle`` (the clean-up and the next child's
+  fork, off the request's path);
+* executor: ``Executor.execute`` in this process (admission, the pool, the run, the verdict);
 * HTTP layer: ``POST /execute`` against the real app whose executor answers at once (uvicorn,
   routing, validation, serialisation), and ``GET /healthz`` beside it;
 * service: ``POST /execute`` against a real process-mode service.
@@ -27,12 +28,14 @@ import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from exec_server.app import create_app  # noqa: E402
+from exec_server.backends.base import Job  # noqa: E402
+from exec_server.backends.docker import DockerBackend  # noqa: E402
+from exec_server.backends.fake import observed  # noqa: E402
 from exec_server.executor import Executor, to_response  # noqa: E402
 from exec_server.models import ExecuteRequest  # noqa: E402
-from exec_server.process_sandbox import ProcessSandboxes  # noqa: E402
-from exec_server.sandbox import RunResult  # noqa: E402
 from exec_server.settings import Settings  # noqa: E402
 from exec_server.testing import IMAGE, ServiceProcess, free_port  # noqa: E402
+from exec_server.verdict import RunLimits, decide  # noqa: E402
 
 CODE = "print(1)"
 
@@ -47,24 +50,26 @@ def settings(**extra: object) -> Settings:
     )
 
 
-def sandbox_layer(runs: int) -> dict[str, float]:
-    sandboxes = ProcessSandboxes(settings())
-    warm = sandboxes.create_warm()
+async def sandbox_layer(runs: int) -> dict[str, float]:
+    backend = DockerBackend(settings(), reuse=True)
+    job = Job(code=CODE, stdin="", limits=RunLimits(5, 5, 256, 65536))
+    sandbox = await backend.create_warm(256)
     total, child, settle = [], [], []
     try:
         for _ in range(runs):
             started = time.perf_counter()
-            result = sandboxes.run(warm, CODE, "", 5)
+            observation = await sandbox.run(job)
             answered = time.perf_counter()
-            assert result.stdout == b"1\n" and sandboxes.settle(warm), result
+            assert observation.stdout == b"1\n" and await sandbox.settle(), observation
             total.append((answered - started) * 1000)
             settle.append((time.perf_counter() - answered) * 1000)
-            child.append(result.duration_ms)
-            if warm.runs >= sandboxes.settings.process_max_runs - 1:
-                sandboxes.discard(warm)
-                warm = sandboxes.create_warm()
+            child.append(observation.duration_ms)
+            if sandbox.runs >= backend.settings.process_max_runs - 1:
+                await sandbox.discard()
+                sandbox = await backend.create_warm(256)
     finally:
-        sandboxes.discard(warm)
+        await sandbox.discard()
+        await backend.close()
     return {
         "sandbox run": p50(total),
         "  of it hand-over to reaped child": p50(child),
@@ -95,7 +100,8 @@ class _AnswersAtOnce:
     async def stop(self) -> None: ...
 
     async def execute(self, req: ExecuteRequest, request_id: str) -> object:
-        return to_response(RunResult("ok", 0, b"1\n", b"", False, False, 1.0), request_id)
+        limits = RunLimits(5, 5, 256, 65536)
+        return to_response(decide(observed(stdout=b"1\n"), limits), request_id)
 
 
 def timed_requests(url: str, runs: int) -> dict[str, list[float]]:
@@ -143,7 +149,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=400)
     runs = parser.parse_args().runs
-    rows = sandbox_layer(runs)
+    rows = asyncio.run(sandbox_layer(runs))
     rows |= asyncio.run(executor_layer(runs))
     rows |= http_layer(runs)
     rows |= service_layer(runs)

@@ -11,7 +11,7 @@ p50/p99 latency, throughput relative to a naive `docker run`), then the issue's 
 * container, no preload: the same with BOXED_PRELOAD="" (the interpreter alone, as below);
 * engine churn: what the engine itself sustains, the floor of any container per snippet:
   docker-py create, start, wait, remove of `python3 -c 'print(1)'` with exactly the sandbox's
-  flags (``DockerSandboxes._host_options``), no service;
+  flags (``DockerBackend.host_options``), no service;
 * docker run: one `docker run --rm` per snippet with the same hardening flags (the naive way);
 * host fork: one bare host `python3 -c 'print(1)'` subprocess per snippet, no sandbox at all.
 
@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 from bench_execute import DOCKER_RUN, pct  # noqa: E402
 
-from exec_server.sandbox import DockerSandboxes, _raw_socket  # noqa: E402
+from exec_server.backends.docker import DockerBackend, _raw_socket  # noqa: E402
 from exec_server.settings import Settings  # noqa: E402
 from exec_server.testing import IMAGE, ServiceProcess  # noqa: E402
 
@@ -132,9 +132,9 @@ async def bench_service(what: str, budget: float, **env: str) -> list[Row]:
 
 async def bench_engine(budget: float) -> list[Row]:
     """One container per snippet straight through the engine's API, reading its output."""
-    sandboxes = DockerSandboxes(Settings(sandbox_image=IMAGE, instance="bench-engine"))
+    sandboxes = DockerBackend(Settings(sandbox_image=IMAGE, instance="bench-engine"), reuse=False)
     api = sandboxes.api
-    host_config = api.create_host_config(**sandboxes._host_options(256))
+    host_config = api.create_host_config(**sandboxes.host_options(256))
 
     def cycle() -> None:
         container = api.create_container(

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Status = Literal["ok", "error", "timeout", "memory_limit", "output_limit"]
-Isolation = Literal["container", "process"]
+from .settings import Isolation
+from .verdict import Limit, Status
 
 
 class ExecuteRequest(BaseModel):
@@ -21,6 +21,11 @@ class ExecuteRequest(BaseModel):
     input: str = Field(default="", alias="stdin", description="Bytes fed to the program's stdin.")
     language: str = Field(default="python", description="Only 'python' is supported.")
     timeout: float | None = Field(default=None, gt=0, description="Wall-clock limit in seconds.")
+    cpu_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="CPU-time limit of the snippet's processes in seconds (default: timeout).",
+    )
     memory_mb: int | None = Field(default=None, gt=0, description="Memory limit in MiB.")
     isolation: Isolation | None = Field(
         default=None, description="Ask for 'container' (stricter) when the server runs 'process'."
@@ -45,6 +50,12 @@ class ExecuteResponse(BaseModel):
     truncated: Truncated
     duration_ms: float
     request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    limit: Limit | None = Field(default=None, description="The limit that ended the run.")
+    reason: str | None = Field(default=None, description="Why, in one human line.")
+    cpu_ms: float | None = Field(default=None, description="CPU time of its processes.")
+    peak_memory_kb: int | None = Field(
+        default=None, description="Peak resident memory of its main process."
+    )
 
 
 class CalculateRequest(BaseModel):

@@ -1,54 +1,38 @@
-"""The warm pool: started sandboxes whose interpreter already waits for code.
+"""The warm pool: started sandboxes that already wait for code, for one backend.
 
-In container isolation each container serves exactly one snippet and is then removed; in
-process isolation a used container comes back once its supervisor reports it clean. The pool
-refills in the background, making as many containers as it has idle slots plus requests
-waiting (less those coming back), a few at a time, so a request almost never waits for a
-container to start. Ready containers are handed out last-in first-out: a reused container is
-the warmest one.
+A backend that reuses sandboxes gets them back after a run once they prove clean (``settle``);
+otherwise each serves one snippet and is discarded. The pool refills in the background, making
+as many sandboxes as it has idle slots plus requests waiting (less those coming back), a few at
+a time, so a request almost never waits for one to start. Ready sandboxes are handed out
+last-in first-out: a reused one is the warmest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import select
-import socket
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable
 
 from . import metrics
-from .sandbox import DockerSandboxes, RunResult, SandboxError, WarmContainer
+from .backends.base import Sandbox, SandboxBackend, SandboxError
+from .verdict import SnippetResult
 
 log = logging.getLogger("boxed.pool")
-T = TypeVar("T")
-RunInThread = Callable[..., Awaitable[T]]
-
-
-def is_alive(warm: WarmContainer) -> bool:
-    """A waiting interpreter sends nothing; a readable socket means the container went away."""
-    try:
-        readable, _, _ = select.select([warm.sock], [], [], 0)
-        if not readable:
-            return True
-        return bool(warm.sock.recv(1, socket.MSG_PEEK))
-    except (OSError, ValueError):
-        return False
 
 
 class WarmPool:
     def __init__(
         self,
-        sandboxes: DockerSandboxes,
+        backend: SandboxBackend,
         size: int,
-        run_in_thread: RunInThread,
+        memory_mb: int,
         max_parallel_warmups: int = 2,
     ) -> None:
-        self.sandboxes = sandboxes
+        self.backend = backend
         self.size = size
-        self._thread = run_in_thread
+        self.memory_mb = memory_mb
         self.max_parallel_warmups = max_parallel_warmups
-        self._ready: asyncio.LifoQueue[WarmContainer] = asyncio.LifoQueue()
+        self._ready: asyncio.LifoQueue[Sandbox] = asyncio.LifoQueue()
         self._wake = asyncio.Event()
         self._waiters = 0
         self._warming = 0
@@ -56,9 +40,10 @@ class WarmPool:
         self._stopping = False
         self.last_error: str | None = None
         self._produced = False
-        self._settling: dict[str, WarmContainer] = {}
+        self._settling: dict[str, Sandbox] = {}
         self._lent = 0
         self.background: set[asyncio.Future[object]] = set()  # warm-ups, settles, removals
+        self._ready_gauge = metrics.POOL_READY.labels(backend.name)
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -66,17 +51,20 @@ class WarmPool:
         return self._ready.qsize()
 
     def ready_ids(self) -> set[str]:
-        """Containers the pool holds: ready ones and used ones on their way back."""
-        ready = {warm.id for warm in self._ready._queue}  # type: ignore[attr-defined]
+        """Sandboxes the pool holds: ready ones and used ones on their way back."""
+        ready = {sandbox.id for sandbox in self._ready._queue}  # type: ignore[attr-defined]
         return ready | set(self._settling)
 
     def is_warm(self) -> bool:
-        """Ready containers now, or refilling without trouble (empty only under load)."""
+        """Ready sandboxes now, or refilling without trouble (empty only under load)."""
         return self.size == 0 or self.ready_count > 0 or (self._produced and not self.last_error)
+
+    def _count_ready(self) -> None:
+        self._ready_gauge.set(self._ready.qsize())
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
-        self._task = asyncio.create_task(self._refill_loop(), name="boxed-pool")
+        self._task = asyncio.create_task(self._refill_loop(), name=f"pool-{self.backend.name}")
 
     async def stop(self) -> None:
         self._stopping = True
@@ -92,49 +80,53 @@ class WarmPool:
         while self.background:
             await asyncio.gather(*list(self.background), return_exceptions=True)
 
-    def discard(self, warm: WarmContainer) -> None:
-        """Remove a used or broken container in the background (the answer need not wait)."""
-        self._background(self._remove(warm))
+    def discard(self, sandbox: Sandbox) -> None:
+        """Remove a used or broken sandbox in the background (the answer need not wait)."""
+        self._background(self._remove(sandbox))
 
-    def release(self, warm: WarmContainer, result: RunResult | None) -> None:
-        """Take back a container after a run (``result`` None: the run failed): reuse it
-        once it proves clean, if its sandboxes allow reuse after such a run; else remove it."""
+    def release(self, sandbox: Sandbox, result: SnippetResult | None) -> None:
+        """Take back a sandbox after a run (``result`` None: the run failed): reuse it once it
+        proves clean, if the backend allows reuse after such a run; else remove it."""
         self._lent -= 1
-        if result is None or self._stopping or not self.sandboxes.can_reuse(warm, result):
-            self.discard(warm)
+        if result is None or self._stopping or not sandbox.can_reuse(result):
+            self.discard(sandbox)
             return
-        self._settling[warm.id] = warm
-        self._background(self._settle(warm))
+        self._settling[sandbox.id] = sandbox
+        self._background(self._settle(sandbox))
 
     def _background(self, job: Awaitable[object]) -> None:
         task = asyncio.ensure_future(job)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
-    async def _settle(self, warm: WarmContainer) -> None:
+    async def _settle(self, sandbox: Sandbox) -> None:
         try:
-            clean = await self._thread(self.sandboxes.settle, warm)
-        except Exception:  # a container that cannot prove itself clean is removed, whatever broke
-            log.exception("settling %s failed", warm.id[:12])
+            clean = await sandbox.settle()
+        except Exception:  # a sandbox that cannot prove itself clean is removed, whatever broke
+            log.exception("settling %s failed", sandbox.id[:12])
             clean = False
         finally:
-            self._settling.pop(warm.id, None)
+            self._settling.pop(sandbox.id, None)
             self._wake.set()
         if clean and not self._stopping:
-            self._ready.put_nowait(warm)
-            metrics.POOL_READY.set(self._ready.qsize())
+            self._ready.put_nowait(sandbox)
+            self._count_ready()
         else:
-            await self._remove(warm)
+            await self._remove(sandbox)
 
-    async def _remove(self, warm: WarmContainer) -> bool:
-        gone = await self._thread(self.sandboxes.discard, warm)
+    async def _remove(self, sandbox: Sandbox) -> bool:
+        try:
+            gone = await sandbox.discard()
+        except Exception:  # the reaper retries what is left
+            log.exception("removing %s failed", sandbox.id[:12])
+            return False
         if gone:
-            metrics.CONTAINERS_REMOVED.inc()
+            metrics.SANDBOXES_REMOVED.labels(self.backend.name).inc()
         return gone
 
     # -- taking --------------------------------------------------------------------------
-    async def acquire(self, timeout: float) -> WarmContainer:
-        """A live warm container, waiting up to ``timeout`` seconds for one to be made."""
+    async def acquire(self, timeout: float) -> Sandbox:
+        """A live warm sandbox, waiting up to ``timeout`` seconds for one to be made."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         self._waiters += 1
@@ -145,38 +137,38 @@ class WarmPool:
                 if remaining <= 0:
                     raise TimeoutError
                 async with asyncio.timeout(remaining):  # no extra task: the hand-over is atomic
-                    warm = await self._ready.get()
-                metrics.POOL_READY.set(self._ready.qsize())
-                if is_alive(warm):
+                    sandbox = await self._ready.get()
+                self._count_ready()
+                if sandbox.is_alive():
                     self._lent += 1
-                    return warm
-                log.warning("discarding dead pooled container %s", warm.id[:12])
-                self.discard(warm)
+                    return sandbox
+                log.warning("discarding dead pooled sandbox %s", sandbox.id[:12])
+                self.discard(sandbox)
         finally:
             self._waiters -= 1
             self._wake.set()
 
     def purge_dead(self) -> int:
-        """Drop pooled containers that died (removed from outside, daemon restarted)."""
+        """Drop pooled sandboxes that died (removed from outside, engine restarted)."""
         alive, dead = [], 0
         while not self._ready.empty():
-            warm = self._ready.get_nowait()
-            if is_alive(warm):
-                alive.append(warm)
+            sandbox = self._ready.get_nowait()
+            if sandbox.is_alive():
+                alive.append(sandbox)
             else:
                 dead += 1
-                self.discard(warm)
-        for warm in alive:
-            self._ready.put_nowait(warm)
+                self.discard(sandbox)
+        for sandbox in alive:
+            self._ready.put_nowait(sandbox)
         if dead:
-            metrics.POOL_READY.set(self._ready.qsize())
+            self._count_ready()
             self._wake.set()
         return dead
 
     # -- refilling -----------------------------------------------------------------------
     def _wanted(self) -> int:
         have = self._ready.qsize() + self._warming + len(self._settling)
-        if self.sandboxes.reuses_containers:  # lent ones come back: own enough for the demand
+        if self.backend.reuses_sandboxes:  # lent ones come back: own enough for the demand
             return max(self.size, self._lent + self._waiters) - have - self._lent
         return self.size + self._waiters - have
 
@@ -199,19 +191,22 @@ class WarmPool:
 
     async def _warm_one(self) -> None:
         try:
-            warm = await self._thread(self.sandboxes.create_warm)
+            sandbox = await self.backend.create_warm(self.memory_mb)
         except SandboxError as exc:
+            if str(exc) != self.last_error:  # logged once per distinct problem, not per retry
+                log.warning("warm-up failed: %s", exc)
             self.last_error = str(exc)
-            log.warning("warm-up failed: %s", exc)
             return
         finally:
             self._warming -= 1
             self._wake.set()
-        metrics.CONTAINERS_CREATED.inc()
+        metrics.SANDBOXES_CREATED.labels(self.backend.name).inc()
+        if self.last_error:
+            log.info("warm-ups succeed again")
         self.last_error = None
         self._produced = True
         if self._stopping:
-            self.discard(warm)
+            self.discard(sandbox)
             return
-        self._ready.put_nowait(warm)
-        metrics.POOL_READY.set(self._ready.qsize())
+        self._ready.put_nowait(sandbox)
+        self._count_ready()

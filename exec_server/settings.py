@@ -6,11 +6,25 @@ maximum (a request asking for more gets 422 naming the maximum).
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Isolation = Literal["container", "process"]
+# A snippet's memory limit below this cannot even start the interpreter with its runner.
+MIN_MEMORY_MB = 64
+
+
+def available_cores() -> int:
+    """Cores this process may run on: the default number of snippets run at once, so that a
+    CPU-bound snippet gets a whole core however loaded the service is."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not Linux
+        return max(os.cpu_count() or 1, 1)
 
 
 class Settings(BaseSettings):
@@ -26,10 +40,13 @@ class Settings(BaseSettings):
     max_batch_items: int = Field(default=256, description="Most items in one batch request.")
 
     # Per-snippet limits: default and maximum.
-    timeout_default: float = Field(default=5.0, gt=0)
+    timeout_default: float = Field(default=5.0, gt=0, description="Wall-clock limit.")
     timeout_max: float = Field(default=30.0, gt=0)
-    memory_mb_default: int = Field(default=256, ge=32)
-    memory_mb_max: int = Field(default=2048, ge=32)
+    cpu_timeout_default: float | None = Field(
+        default=None, gt=0, description="CPU-time limit; unset: the wall-clock limit."
+    )
+    memory_mb_default: int = Field(default=256, ge=MIN_MEMORY_MB)
+    memory_mb_max: int = Field(default=2048, ge=MIN_MEMORY_MB)
     output_max_bytes: int = Field(default=64 * 1024, ge=1024, description="Cap per stream.")
     pids_limit: int = Field(default=64, ge=8)
     cpus: float = Field(default=1.0, gt=0, description="CPU quota of one sandbox.")
@@ -41,10 +58,16 @@ class Settings(BaseSettings):
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. 'runsc' (gVisor).")
     sandbox_user: str = "10001:10001"
     preload: str = Field(default="sympy,numpy", description="Modules imported before the code.")
-    isolation: Literal["container", "process"] = Field(
-        default="container",
-        description="'container': a fresh container per snippet. 'process': pooled containers "
-        "whose supervisor forks a fresh unprivileged child per snippet (docs/process-mode.md).",
+    isolation: Isolation = Field(
+        default="process",
+        description="'process': pooled containers whose supervisor forks a fresh unprivileged "
+        "child per snippet (docs/process-mode.md). 'container': a fresh container per snippet.",
+    )
+    process_backend: str = Field(
+        default="docker-process", description="Backend serving isolation='process'."
+    )
+    container_backend: str = Field(
+        default="docker-container", description="Backend serving isolation='container'."
     )
     process_max_runs: int = Field(
         default=1000, ge=1, description="Snippets a process-mode container serves before renewal."
@@ -52,8 +75,8 @@ class Settings(BaseSettings):
     process_memory_overhead_mb: int = Field(
         default=160,
         ge=0,
-        description="Added to a process-mode container's memory limit: the supervisor and its "
-        "preloaded modules; each snippet still gets its own memory_mb of address space.",
+        description="Added to a sandbox container's memory limit: the supervisor and its "
+        "preloaded zygote; each snippet still gets its own memory_mb of address space.",
     )
     strict_pool_size: int = Field(
         default=1,
@@ -61,11 +84,18 @@ class Settings(BaseSettings):
         description="In process mode, warm containers kept for requests asking for "
         "isolation='container'.",
     )
-    instance: str = Field(default="default", description="Label that scopes orphan reaping.")
+    instance: str | None = Field(
+        default=None,
+        description="Label that scopes orphan reaping; unset: derived from the port, so two "
+        "services on a host never reap each other's sandboxes and a restarted one reaps its "
+        "predecessor's.",
+    )
 
     # Capacity
     pool_size: int = Field(default=4, ge=0, description="Warm containers kept ready.")
-    max_concurrency: int = Field(default=8, ge=1, description="Snippets running at once.")
+    max_concurrency: int = Field(
+        default_factory=available_cores, ge=1, description="Snippets running at once."
+    )
     max_queue: int = Field(default=256, ge=0, description="Requests waiting for a slot.")
     queue_timeout: float = Field(default=10.0, gt=0, description="Longest wait for a slot.")
     sandbox_wait: float = Field(
@@ -74,9 +104,15 @@ class Settings(BaseSettings):
     warmup_parallelism: int = Field(default=3, ge=1, description="Sandboxes started at once.")
     retry_after: int = Field(default=1, ge=1, description="Seconds in Retry-After answers.")
     reap_interval: float = Field(default=30.0, gt=0)
-    docker_check_interval: float = Field(default=2.0, gt=0)
+    backend_check_interval: float = Field(
+        default=2.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "BOXED_BACKEND_CHECK_INTERVAL", "BOXED_DOCKER_CHECK_INTERVAL", "backend_check_interval"
+        ),
+    )
 
-    @field_validator("api_key", "runtime", mode="before")
+    @field_validator("api_key", "runtime", "instance", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value  # compose passes unset variables as ""
@@ -87,11 +123,17 @@ class Settings(BaseSettings):
             raise ValueError("BOXED_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
         if self.memory_mb_default > self.memory_mb_max:
             raise ValueError("BOXED_MEMORY_MB_DEFAULT exceeds BOXED_MEMORY_MB_MAX")
-        if self.isolation == "process":
-            ids = self.sandbox_user.split(":", 1)
-            if not all(i.isdigit() and int(i) > 0 for i in ids):
-                raise ValueError("process isolation needs BOXED_SANDBOX_USER as non-zero uid[:gid]")
+        if self.cpu_timeout_default is not None and self.cpu_timeout_default > self.timeout_max:
+            raise ValueError("BOXED_CPU_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
+        ids = self.sandbox_user.split(":", 1)
+        if not all(i.isdigit() and int(i) > 0 for i in ids):
+            # the supervisor drops each child to it: root would keep capabilities
+            raise ValueError("BOXED_SANDBOX_USER must be a non-zero uid[:gid], numeric")
         return self
+
+    @property
+    def instance_label(self) -> str:
+        return self.instance or f"port-{self.port}"
 
     @property
     def preload_modules(self) -> list[str]:

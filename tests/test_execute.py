@@ -201,7 +201,8 @@ def test_malformed_bodies_are_4xx(boxed_service: str) -> None:
 def test_probes_and_metrics(boxed_service: str) -> None:
     assert httpx.get(f"{boxed_service}/healthz").json() == {"status": "ok"}
     ready = httpx.get(f"{boxed_service}/readyz").json()
-    assert ready["ready"] and ready["docker"] and ready["image"]
+    assert ready["ready"] and ready["backend_up"] and ready["image_present"]
+    assert ready["backend"] in ("docker-process", "docker-container") and ready["problem"] is None
     run(boxed_service, "print(1)")
     text = httpx.get(f"{boxed_service}/metrics").text
     for name in (
@@ -211,10 +212,12 @@ def test_probes_and_metrics(boxed_service: str) -> None:
         "boxed_request_seconds_bucket",
         "boxed_in_flight",
         "boxed_pool_ready",
-        "boxed_containers_created_total",
-        "boxed_containers_removed_total",
+        "boxed_sandboxes_created_total",
+        "boxed_sandboxes_removed_total",
         "boxed_oom_kills_total",
         "boxed_timeouts_total",
+        "boxed_cpu_seconds_bucket",
+        "boxed_backend_up",
     ):
         assert name in text, name
 

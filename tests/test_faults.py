@@ -218,7 +218,7 @@ def ready(url: str) -> bool:
 
 
 def engine_seen(url: str) -> bool:
-    return bool(httpx.get(f"{url}/readyz", timeout=5).json()["docker"])
+    return bool(httpx.get(f"{url}/readyz", timeout=5).json()["backend_up"])
 
 
 def running_snippet_container(marker: str) -> str:

@@ -13,9 +13,9 @@ and every such test asserts, from the snippets' own view of their cgroup, that t
 from __future__ import annotations
 
 import ast
+import asyncio
 import concurrent.futures
 import json
-import socket
 import subprocess
 import time
 import uuid
@@ -26,10 +26,11 @@ from unittest import mock
 import httpx
 import pytest
 
-from exec_server import sandbox_runner, supervisor
-from exec_server.process_sandbox import ProcessSandboxes
-from exec_server.sandbox import SandboxError, WarmContainer
+from exec_server.backends.base import Job, SandboxError
+from exec_server.backends.supervised import SupervisedSandbox
+from exec_server.guest.protocol import CLEANUP, ERRORS, OUTPUT, RESULT, frame
 from exec_server.settings import Settings
+from exec_server.verdict import NotAVerdict, RunLimits, decide
 from tests.conftest import ServiceProcess, instance_containers, running_service
 
 WHERE = (
@@ -112,14 +113,17 @@ print(sup_status['Uid'].split()[0], sup_status['Name'].strip())
 
 @pytest.mark.docker
 def test_snippet_cannot_signal_or_trace_the_supervisor(single: str) -> None:
-    out, data, after, _ = tamper_then_check(single, SIGNAL_AND_TRACE, "print('served')")
+    out, data, after, checked = tamper_then_check(single, SIGNAL_AND_TRACE, LIST_PROCESSES)
     tried, ids, caps, supervisor_line = out.splitlines()
     eperm = (-1, 1)
-    assert eval(tried) == (["EPERM"] * 4 + [eperm, eperm]) * 2 + ["group EPERM"], data
+    # The supervisor is PID 1 and leads process group 1: killpg(1) is kill(-1), which never
+    # reaches init and which the kernel answers with success whomever it could not signal.
+    assert eval(tried) == (["EPERM"] * 4 + [eperm, eperm]) * 2 + ["group sent"], data
     assert ids == "['10001', '10001', '10001', '10001'] [] 1"  # uids, no groups, no_new_privs
     assert eval(caps) == ["0000000000000000"] * 4
     assert supervisor_line == "0 python3"  # a different uid: root, but out of the snippet's reach
-    assert after == "served\n", "the supervisor must have survived and served"
+    # the supervisor and its zygote survived, and served the check
+    assert after == "True True True\n", checked
 
 
 READ_SUPERVISOR = """
@@ -305,8 +309,8 @@ print('daemon started')
 CHECK_DAEMON = """
 import os, time
 time.sleep(0.5)  # a surviving daemon would have killed us by now
-known = (1, os.getppid(), os.getpid())
-others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in known]
+others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()
+          and os.stat(f'/proc/{p}').st_uid != 0]  # root's: the supervisor and its zygote
 print(others, os.path.exists('/tmp/daemon-was-here'))
 """
 
@@ -320,8 +324,11 @@ def test_daemonised_leftover_process_is_killed_before_the_next_snippet(single: s
 
 LIST_PROCESSES = """
 import os
-pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
-print(pids == sorted({1, os.getppid(), os.getpid()}))
+pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]
+mine = [p for p in pids if os.stat(f'/proc/{p}').st_uid == os.getuid()]
+roots = sorted(p for p in pids if os.stat(f'/proc/{p}').st_uid == 0)
+# the supervisor (PID 1 and our parent) and its zygote, both root's; of our uid only us
+print(mine == [os.getpid()], os.getppid() == 1, len(roots) == 2 and roots[0] == 1)
 """
 
 
@@ -331,7 +338,7 @@ def test_snippet_shares_the_container_with_init_and_the_supervisor_only(single: 
     # the one before is dead: no snippet ever meets another process of its own uid.
     for _ in range(3):  # the first child was forked at start-up, the later ones after clean-ups
         out, _, after, checked = tamper_then_check(single, DAEMON, LIST_PROCESSES)
-        assert out == "daemon started\n" and after == "True\n", checked
+        assert out == "daemon started\n" and after == "True True True\n", checked
 
 
 OWN_LIMITS = """
@@ -350,8 +357,9 @@ def test_each_snippet_gets_its_own_limits_and_empty_directory(single: str) -> No
         limits_line, where = data["stdout"].splitlines()
         limits = ast.literal_eval(limits_line)
         address_space = limits["AS"][0]
-        # its mapped preload (60-200 MiB) plus exactly its own memory_mb
-        assert 60 << 20 < address_space - (memory_mb << 20) < 200 << 20, limits
+        # what its interpreter had mapped (no preload: this snippet imports only the
+        # standard library) plus exactly its own memory_mb
+        assert 10 << 20 < address_space - (memory_mb << 20) < 200 << 20, limits
         cpu = -(-timeout // 1) + 1
         assert limits["CPU"] == (cpu, cpu + 1), limits
         fsize = settings.tmpfs_mb << 20
@@ -469,7 +477,8 @@ def test_container_removed_mid_run_is_a_503_not_a_verdict() -> None:
 
 
 # -- choosing the mode per request -----------------------------------------------------------------
-PARENT = "import os\nprint(os.getppid() == 1)"  # container mode: the runner is init's child
+# Which backend served the snippet: the supervisor's configuration says (its command line).
+PARENT = "print(b'\"reuse\": false' in open('/proc/1/cmdline', 'rb').read())"
 
 
 @pytest.mark.docker
@@ -483,77 +492,131 @@ def test_request_can_ask_for_the_stricter_mode(boxed_service: str) -> None:
 
 
 # -- host side, without Docker ---------------------------------------------------------------------
-def test_supervisor_and_runner_share_the_ready_marker() -> None:
-    assert supervisor.READY_MARKER == sandbox_runner.READY_MARKER
+class _Stream:
+    """A supervisor's stream played back from bytes: what ``receive`` hands out, cut anywhere."""
+
+    def __init__(self, data: bytes, *, ends: bool) -> None:
+        self.chunks = [data[:5], data[5:]] if data else []
+        self.ends = ends
+        self.sent: list[bytes] = []
+
+    async def send(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    async def receive(self) -> bytes:
+        if self.chunks:
+            return self.chunks.pop(0)
+        if self.ends:
+            return b""  # the supervisor exited
+        await asyncio.sleep(3600)
+        return b""
+
+    def diagnostics(self) -> str:
+        return "boom"
+
+    def is_alive(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
 
 
-def _frame(kind: int, data: bytes) -> bytes:
-    return bytes((kind, 0, 0, 0)) + len(data).to_bytes(4, "big") + data
+def _sandbox(*frames: bytes, ends: bool = False, max_runs: int = 5) -> SupervisedSandbox:
+    stream = _Stream(b"".join(frames), ends=ends)
+    return SupervisedSandbox("f" * 64, stream, 256, reusable=True, max_runs=max_runs, preload=True)
 
 
-def _fake_warm(*supervisor_frames: bytes, close: bool = False) -> WarmContainer:
-    host, container = socket.socketpair()
-    # Docker wraps the supervisor's stdout in its own frames, cut anywhere.
-    stream = _frame(1, b"".join(supervisor_frames))
-    container.sendall(stream[:5])
-    container.sendall(stream[5:])
-    if close:
-        container.shutdown(socket.SHUT_WR)  # the supervisor's output ends: it exited
-    warm = WarmContainer("f" * 64, host, 256)
-    warm._peer = container  # type: ignore[attr-defined]  # keep it open
-    return warm
+def _job(code: str = "print(1)", wall: float = 5) -> Job:
+    return Job(code=code, stdin="", limits=RunLimits(wall, wall, 256, 65536))
 
 
-def _sandboxes(**overrides: object) -> ProcessSandboxes:
-    return ProcessSandboxes(Settings(**overrides), client=mock.MagicMock())
+REPORT = {
+    "exit_code": 0,
+    "killed_for": None,
+    "started": True,
+    "oom_killed": False,
+    "memory_error": False,
+    "duration_ms": 3.5,
+    "cpu_ms": 2.0,
+    "max_rss_kb": 9000,
+    "strays": 0,
+}
 
 
 def test_host_reads_output_and_result_then_cleanup_frames() -> None:
-    report = {"exit_code": 0, "killed_for": None, "oom_killed": False, "duration_ms": 3.5}
-    warm = _fake_warm(
-        _frame(1, b"hel"),
-        _frame(2, b"warn\n"),
-        _frame(1, b"lo\n"),
-        _frame(3, json.dumps(report).encode()),
-        _frame(4, b'{"clean": true, "problems": []}'),
+    sandbox = _sandbox(
+        frame(OUTPUT, b"hel"),
+        frame(ERRORS, b"warn\n"),
+        frame(OUTPUT, b"lo\n"),
+        frame(RESULT, json.dumps(REPORT).encode()),
+        frame(CLEANUP, b'{"clean": true, "problems": []}'),
+        max_runs=2,
     )
-    sandboxes = _sandboxes(process_max_runs=2)
-    result = sandboxes.run(warm, "print('hello')", "", 5)
+    obs = asyncio.run(sandbox.run(_job("print('hello')")))
+    result = decide(obs, _job().limits)
     assert (result.status, result.exit_code, result.stdout, result.stderr) == (
         "ok",
         0,
         b"hello\n",
         b"warn\n",
     )
-    assert result.duration_ms == 3.5 and warm.runs == 1
-    assert sandboxes.can_reuse(warm, result) and sandboxes.settle(warm)
-    warm.runs = 2
-    assert not sandboxes.can_reuse(warm, result)  # the run limit retires it
+    assert result.duration_ms == 3.5 and result.cpu_ms == 2.0 and sandbox.runs == 1
+    assert sandbox.can_reuse(result) and asyncio.run(sandbox.settle())
+    sandbox.runs = 2
+    assert not sandbox.can_reuse(result)  # the run limit retires it
+
+
+def test_host_asks_for_the_preloaded_interpreter_only_when_the_code_needs_it() -> None:
+    for code, heavy in [
+        ("print(1)", False),
+        ("import os, sys, json\nfrom collections import Counter", False),
+        ("import sympy", True),
+        ("from numpy.linalg import inv", True),
+        ("x = __import__('math')", True),
+        ("import importlib", True),
+        ("# import numpy\nprint('numpy')", False),
+        ("import numpy as np(", False),  # does not compile anyway
+    ]:
+        sandbox = _sandbox(frame(RESULT, json.dumps(REPORT).encode()))
+        asyncio.run(sandbox.run(_job(code)))
+        sent = sandbox.stream.sent[0]  # type: ignore[attr-defined]
+        header = json.loads(sent[4 : 4 + int.from_bytes(sent[:4], "big")])
+        assert header["heavy"] is heavy, code
+        assert header["last"] is False and header["wall"] == header["cpu"] == 5
 
 
 @pytest.mark.parametrize(
-    ("frames", "close", "fragment"),
+    ("frames", "ends", "fragment"),
     [
-        ((_frame(1, b"partial"),), True, "supervisor exited"),
-        ((_frame(1, b"partial"),), False, "did not report in time"),
-        ((_frame(3, b'{"anomaly": "the child died before running the code"}'),), False, "child"),
-        ((_frame(9, b"?"),), False, "unexpected supervisor frame"),
+        ((frame(OUTPUT, b"partial"),), True, "supervisor exited: boom"),
+        ((frame(OUTPUT, b"partial"),), False, "did not report in time"),
+        ((frame(RESULT, b'{"anomaly": "supervisor failed: OSError()"}'),), False, "failed"),
+        ((frame(RESULT, b'{"exit_code": 0}'),), False, "malformed"),
+        ((frame(9, b"?"),), False, "unexpected supervisor frame"),
     ],
 )
 def test_supervisor_failures_are_sandbox_errors_not_verdicts(
-    frames: tuple[bytes, ...], close: bool, fragment: str
+    frames: tuple[bytes, ...], ends: bool, fragment: str
 ) -> None:
-    warm = _fake_warm(*frames, close=close)
-    with mock.patch("exec_server.process_sandbox.REPORT_GRACE", 0.2):
+    sandbox = _sandbox(*frames, ends=ends)
+    with mock.patch("exec_server.backends.supervised.REPORT_GRACE", 0.2):
         with pytest.raises(SandboxError, match=fragment):
-            _sandboxes().run(warm, "print(1)", "", 0.1)
+            asyncio.run(sandbox.run(_job(wall=0.1)))
+    assert sandbox.broken and not sandbox.is_alive()
+
+
+def test_a_child_that_never_reached_the_code_is_not_a_verdict() -> None:
+    report = dict(REPORT, started=False, exit_code=126, killed_for="wall")
+    obs = asyncio.run(_sandbox(frame(RESULT, json.dumps(report).encode())).run(_job()))
+    with pytest.raises(NotAVerdict):
+        decide(obs, _job().limits)
 
 
 def test_dirty_or_silent_cleanup_retires_the_container() -> None:
-    dirty = _fake_warm(_frame(4, b'{"clean": false, "problems": ["/tmp not empty"]}'))
-    assert _sandboxes().settle(dirty) is False
-    with mock.patch("exec_server.process_sandbox.SETTLE_TIMEOUT", 0.2):
-        assert _sandboxes().settle(_fake_warm()) is False
+    dirty = _sandbox(frame(CLEANUP, b'{"clean": false, "problems": ["/tmp not empty"]}'))
+    assert asyncio.run(dirty.settle()) is False
+    with mock.patch("exec_server.backends.supervised.SETTLE_TIMEOUT", 0.2):
+        assert asyncio.run(_sandbox().settle()) is False
 
 
 @pytest.mark.parametrize("user", ["nobody", "0:0", "10001:0", "0"])
@@ -561,3 +624,5 @@ def test_process_mode_refuses_a_root_or_named_sandbox_user(user: str) -> None:
     # The child must end up as an unprivileged numeric uid/gid; root would keep capabilities.
     with pytest.raises(ValueError, match="non-zero uid"):
         Settings(isolation="process", sandbox_user=user)
+    with pytest.raises(ValueError, match="non-zero uid"):
+        Settings(isolation="container", sandbox_user=user)  # both modes run the supervisor

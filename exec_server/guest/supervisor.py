@@ -1,46 +1,48 @@
-"""The resident program of a process-mode sandbox (stdlib only; its text goes to ``python -c``).
+"""The resident program of every sandbox container (stdlib only): PID 1, one snippet at a time.
 
-It runs as root in a container that keeps only CAP_SETUID, CAP_SETGID and CAP_KILL, imports the
-popular modules once, and then serves one snippet at a time, each in a freshly forked child:
+It runs as root in a container that keeps only CAP_SETUID, CAP_SETGID and CAP_KILL (see
+docs/process-mode.md), and serves snippets, each in a freshly forked
+child that drops to the sandbox uid before it runs anything of the snippet's:
 
-* the child is forked ahead of its snippet, once the container has been proven clean (a fork
-  of this preloaded interpreter costs about 2 ms, which this takes out of the request's
-  latency): it gets its own session, a memfd as stdin, two pipes as stdout/stderr and a
+* Two parents to fork from. The supervisor itself holds only the standard library, and forks
+  the children of snippets that import nothing else (a small interpreter forks and exits in a
+  fraction of the time a preloaded one takes). A *zygote*, a child of the supervisor that has
+  imported the preload modules (sympy, numpy), forks the children of the snippets that import
+  anything else: through an intermediate process that exits at once, so that every snippet
+  child is a child of PID 1 like the light ones. The host says which kind a snippet needs.
+* The child is forked ahead of its snippet, once the container has been proven clean: it gets
+  its own session, a memfd with the snippet body as stdin, two pipes as stdout/stderr and a
   hand-over pipe, nothing else (every other descriptor, including the attach stream, is
-  closed), nice 19, drops to the sandbox uid/gid with no supplementary groups, verifies that
-  no capability is left, makes an empty ``/tmp/run`` its working directory and blocks on the
-  hand-over pipe. When the snippet comes it sets its own rlimits (address space, CPU, file
-  size, descriptors, no core, no message queues) and hands over to the container mode's own
-  ``sandbox_runner.main`` (so verdicts, tracebacks and exit codes are the same). The next
-  child is only forked after every process of the previous snippet is dead: a snippet never
-  shares the container with a later child it could trace (same uid);
-* the supervisor forwards the pipes with a per-stream cap, kills at the wall limit, and after
-  the child ends kills every other process in the container (``kill(-1, SIGKILL)`` reaches
-  everything in the PID namespace but init and itself; it is the subreaper, so daemonised
-  grandchildren come back to it to be reaped), empties ``/tmp`` (as the sandbox uid, through
-  ``setfsuid``), and proves the container clean: no process but init and itself, ``/tmp``
-  empty, no System V IPC object, no descriptor beyond 0-2.
+  closed), an OOM score of 1000 it cannot lower, nice 19; it drops to the sandbox uid/gid with
+  no supplementary groups, verifies that no capability is left, makes an empty ``/tmp/run`` its
+  working directory and blocks on the hand-over pipe. When the snippet comes it sets its own
+  rlimits and hands over to ``runner.run``.
+* The supervisor forwards the pipes with a per-stream cap, stops the run at the wall-clock
+  limit, at the CPU-time limit of the snippet's whole process tree, or when a stream passes
+  its cap, and reports the exit status it reaped itself (never anything the snippet wrote).
+  After the run it kills every process of the sandbox uid (found in /proc, until none is left;
+  the supervisor and the zygote are root's), empties ``/tmp``
+  (as the sandbox uid, through ``setfsuid``), and proves the container clean before the next
+  child is forked.
 
-The code and input never pass through the supervisor's memory (they are spliced from stdin
-into the child's memfd), and child output passes through one buffer that is zeroed after each
-run, so a later child, a copy of this process, finds no trace of an earlier snippet.
+The code and input never pass through the supervisor's memory (they are spliced from stdin into
+the child's memfd), and child output passes through one buffer that is zeroed after each run,
+so a later child, a copy of this process, finds no trace of an earlier snippet.
 
-Protocol. Host to supervisor, on stdin: a 4-byte big-endian length and a JSON header
-``{"timeout": s, "memory_mb": n, "size": m}``, then ``m`` bytes that are exactly the frame
-``sandbox_runner`` reads (the lengths, then code, input and nonce). Supervisor to host,
-on stdout: the ready marker once, then frames with Docker's 8-byte header (kind, three zero
-bytes, 4-byte big-endian length): 1 = child stdout, 2 = child stderr, 3 = the run's result,
-4 = the clean-up verdict (both JSON). The host sends the next request only after frame 4.
+Being PID 1 makes the supervisor the reaper of every orphan (docker-init is not used; gVisor
+refuses ``PR_SET_CHILD_SUBREAPER``), and its death ends every process in the container.
 """
 
 import ctypes
 import gc
 import json
 import math
+import mmap
 import os
 import resource
 import select
 import signal
+import socket
 import sys
 import time
 
@@ -48,8 +50,21 @@ import time
 # deep recursion exhausted could not import it then, and its stderr would lose the error.
 import traceback  # noqa: F401
 
-READY_MARKER = b"\x00boxed-ready\x00\n"
-OUT, ERR, RESULT, CLEANUP = 1, 2, 3, 4
+from . import runner
+from .protocol import (
+    CLEANUP,
+    ERRORS,
+    KILLED_CPU,
+    KILLED_OUTPUT,
+    KILLED_WALL,
+    OUTPUT,
+    READY_MARKER,
+    REPORT_MEMORY_ERROR,
+    REPORT_STARTED,
+    RESULT,
+    frame,
+)
+
 CHUNK = 65536
 RUN_DIR = "/tmp/run"
 WRITABLE = "/tmp"
@@ -62,9 +77,12 @@ PR_SET_CHILD_SUBREAPER = 36
 CAP_LINES = ("CapInh:", "CapPrm:", "CapEff:", "CapAmb:")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 SYSV_FILES = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _buffer = bytearray(8 + CHUNK)  # the only place child output ever sits; zeroed after each run
+# The child's report page (see protocol), shared with every later fork: no descriptor.
+_report = mmap.mmap(-1, mmap.PAGESIZE)
 
 
 def _write_all(data, fd=1):
@@ -74,8 +92,7 @@ def _write_all(data, fd=1):
 
 
 def _send(kind, data):
-    header = bytes((kind, 0, 0, 0)) + len(data).to_bytes(4, "big")
-    _write_all(header + data)
+    _write_all(frame(kind, data))
 
 
 def _read_exact(n):
@@ -90,7 +107,7 @@ def _read_exact(n):
 
 
 def _receive_body(fd, size):
-    """Move the runner frame from stdin into the child's memfd without copying it into this
+    """Move the snippet body from stdin into the child's memfd without copying it into this
     process."""
     while size:
         moved = os.splice(0, fd, size)
@@ -100,12 +117,12 @@ def _receive_body(fd, size):
 
 
 # -- the child -------------------------------------------------------------------------------
-def _set_limits(timeout, memory_mb, config):
+def _set_limits(limits, config):
     page = os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/statm") as f:
         mapped = int(f.read().split()[0]) * page
-    address_space = mapped + memory_mb * 1024 * 1024  # the snippet's own share on top
-    cpu = math.ceil(timeout) + 1
+    address_space = mapped + int(limits["memory_mb"]) * 1024 * 1024  # its own share on top
+    cpu = math.ceil(float(limits["cpu"])) + 1  # a backstop: the supervisor stops it on time
     for which, soft, hard in (
         (resource.RLIMIT_AS, address_space, address_space),
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU, then SIGKILL a second later
@@ -139,7 +156,8 @@ def _read_to_end(fd):
     return b"".join(chunks)
 
 
-def _child(body_fd, out_w, err_w, go_r, config, runner_main):
+def _child(body_fd, out_w, err_w, go_r, config):
+    """The forked child: set up, wait for the snippet, run it. Never returns."""
     try:
         os.setsid()
         for fd, target in ((body_fd, 0), (out_w, 1), (err_w, 2), (go_r, 3)):
@@ -150,8 +168,11 @@ def _child(body_fd, out_w, err_w, go_r, config, runner_main):
                     os.close(fd)
                 except OSError:
                     pass  # the descriptor listdir itself used
+        # Under memory pressure the kernel should take the snippet. The snippet may lower it
+        # again (a floor needs CAP_SYS_RESOURCE): then the host learns of the OOM kill from
+        # the engine, and the verdict is the same.
         with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")  # under memory pressure the kernel takes the snippet, not us
+            f.write("1000")
         os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
         _drop_privileges(int(config["uid"]), int(config["gid"]))
         # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
@@ -165,23 +186,76 @@ def _child(body_fd, out_w, err_w, go_r, config, runner_main):
         if not handed:
             os._exit(0)  # the supervisor is going away
         os.close(3)
-        header = json.loads(handed)
         os.lseek(0, 0, os.SEEK_SET)
         # Only lowering limits, which needs no privilege.
         # (Processes: the container's pids cgroup, which only this snippet uses while it runs;
         # RLIMIT_NPROC would count the sandbox uid across every container of the host.)
-        _set_limits(float(header["timeout"]), int(header["memory_mb"]), config)
+        _set_limits(json.loads(handed), config)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
         os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)
     try:
-        runner_main()  # writes the ready marker, reads the frame from fd 0, runs, os._exit()s
+        runner.run(_report)  # os._exit()s with the snippet's status
     except MemoryError:
-        # The address-space limit left no room even for the runner's traceback: say what
-        # python -c would have said last, so the verdict is memory_limit as in container mode.
-        os.write(2, b"\nMemoryError\n")
+        # The address-space limit left no room even for the runner's own work.
+        _report[0], _report[1] = REPORT_STARTED, REPORT_MEMORY_ERROR
     finally:
         os._exit(1)  # never fall back into the supervisor's loop, whatever happened
+
+
+class _Zygote:
+    """A child of the supervisor with the preload modules imported, forking heavy children."""
+
+    def __init__(self, config):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            _zygote_main(theirs, config)
+        theirs.close()
+        if self.sock.recv(16) != b"ready":
+            raise RuntimeError("the zygote did not start")
+
+    def spawn(self, fds):
+        """Fork a heavy child on ``fds`` (body, stdout, stderr, hand-over); its pid. The child
+        is reparented to PID 1 before this returns."""
+        socket.send_fds(self.sock, [b"fork"], fds)
+        answer = self.sock.recv(32)
+        if not answer:
+            raise RuntimeError("the zygote exited")
+        return int(answer)
+
+
+def _zygote_main(sock, config):
+    try:
+        for name in config.get("preload", []):
+            try:
+                __import__(name)
+            except Exception:
+                pass  # a missing optional module only costs the snippet its own import
+        gc.freeze()  # children then leave the preloaded objects' pages shared (no GC writes)
+        sock.send(b"ready")
+        while True:
+            message, fds, _, _ = socket.recv_fds(sock, 16, 4)
+            if not message:
+                os._exit(0)
+            pid_r, pid_w = os.pipe()
+            middle = os.fork()
+            if middle == 0:
+                pid = os.fork()
+                if pid == 0:
+                    _child(*fds, config)
+                os.write(pid_w, str(pid).encode())
+                os._exit(0)  # the child is an orphan now: PID 1 adopts it
+            os.close(pid_w)
+            pid = _read_to_end(pid_r)
+            os.close(pid_r)
+            os.waitpid(middle, 0)
+            for fd in fds:
+                os.close(fd)
+            sock.send(pid)
+    finally:
+        os._exit(1)
 
 
 class _Child:
@@ -190,16 +264,23 @@ class _Child:
     It owns the supervisor's ends of the child's descriptors; each is closed exactly once.
     """
 
-    def __init__(self, config, runner_main):
+    def __init__(self, config, zygote=None):
+        self.heavy = zygote is not None
         self.body_fd = os.memfd_create("boxed-request", os.MFD_CLOEXEC)
         self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
         self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
         go_r, self.go_w = os.pipe2(os.O_CLOEXEC)
-        self.pid = os.fork()
-        if self.pid == 0:
-            _child(self.body_fd, out_w, err_w, go_r, config, runner_main)
-        for fd in (out_w, err_w, go_r):
-            os.close(fd)
+        theirs = (self.body_fd, out_w, err_w, go_r)
+        try:
+            if zygote is not None:
+                self.pid = zygote.spawn(theirs)
+            else:
+                self.pid = os.fork()
+                if self.pid == 0:
+                    _child(*theirs, config)
+        finally:
+            for fd in (out_w, err_w, go_r):
+                os.close(fd)
         self.pidfd = os.pidfd_open(self.pid)
         self.open = {self.body_fd, self.out_r, self.err_r, self.go_w, self.pidfd}
         self.reaped = False
@@ -216,10 +297,10 @@ class _Child:
             os.close(fd)
 
     def wait(self):
-        """Reap the child: its wait status."""
-        _, status = os.waitpid(self.pid, 0)
+        """Reap the child: (wait status, its resource usage with its reaped descendants')."""
+        _, status, usage = os.wait4(self.pid, 0)
         self.reaped = True
-        return status
+        return status, usage
 
     def discard(self):
         """Kill and reap the child if it is still there, and close what is left open."""
@@ -236,10 +317,9 @@ class _Run:
 
     def __init__(self, child, cap):
         self.child = child
-        self.kinds = {child.out_r: OUT, child.err_r: ERR}
-        self.sent = {OUT: 0, ERR: 0}
+        self.kinds = {child.out_r: OUTPUT, child.err_r: ERRORS}
+        self.sent = {OUTPUT: 0, ERRORS: 0}
         self.cap = cap
-        self.marker_left = len(READY_MARKER)  # the runner's marker opens stdout; it is ours
 
     @property
     def over_cap(self):
@@ -252,18 +332,10 @@ class _Run:
         if not n:
             return False
         kind = self.kinds[fd]
-        start = 8
-        if kind == OUT and self.marker_left:
-            take = min(self.marker_left, n)
-            done = len(READY_MARKER) - self.marker_left
-            if bytes(view[8 : 8 + take]) != READY_MARKER[done : done + take]:
-                raise RuntimeError("child stdout did not start with the ready marker")
-            self.marker_left -= take
-            start += take
-        count = min(8 + n - start, self.cap + 1 - self.sent[kind])
+        count = min(n, self.cap + 1 - self.sent[kind])
         if count > 0:
-            view[start - 8 : start] = bytes((kind, 0, 0, 0)) + count.to_bytes(4, "big")
-            _write_all(view[start - 8 : start + count])
+            view[0:8] = bytes((kind, 0, 0, 0)) + count.to_bytes(4, "big")
+            _write_all(view[: 8 + count])
             self.sent[kind] += count
         return self.sent[kind] <= self.cap
 
@@ -302,18 +374,39 @@ def _oom_kills():
     return None
 
 
-def _others():
-    """PIDs in the container other than init and this process, with their state letter."""
-    me, found = os.getpid(), {}
+def _processes():
+    """Every process but this one (PID 1): pid -> (real uid, state letter).
+
+    From /proc/<pid>/status, which names the real uid even of a process that made itself
+    non-dumpable (its /proc directory then belongs to root)."""
+    found = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (1, me):
+        if not name.isdigit() or name == "1":
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                found[int(name)] = f.read().rpartition(b")")[2].split()[0].decode()
-        except (OSError, IndexError):
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if line[:4] in ("Stat", "Uid:"))
+            found[int(name)] = (int(fields["Uid"].split()[0]), fields["State"].split()[0])
+        except (OSError, KeyError, ValueError, IndexError):
             continue  # gone meanwhile
     return found
+
+
+def _snippet_processes(uid):
+    """The processes of the sandbox uid: everything the snippet started (zombies included)."""
+    return {pid: state for pid, (owner, state) in _processes().items() if owner == uid}
+
+
+def _cpu_ticks(pids):
+    """CPU clock ticks of ``pids`` (live or zombie), with those of the children they reaped."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                total += sum(int(t) for t in f.read().rpartition(b")")[2].split()[11:15])
+        except (OSError, ValueError):
+            continue  # reaped meanwhile: its time is in its reaper's
+    return total
 
 
 def _reap():
@@ -326,87 +419,111 @@ def _reap():
             return
 
 
-def _sigkill(pid):
-    """SIGKILL a process group (pid > 0) or, with -1, every process but init and us."""
-    try:
-        if pid > 0:
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def _kill_uid(uid):
+    """SIGKILL every process of the sandbox uid (by pid: ``kill(-1)`` would take the zygote
+    too, and a helper process could not be forked under a fork bomb)."""
+    for pid in _snippet_processes(uid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
-def _kill_all():
-    """SIGKILL every process but init and us, reap them; True when none is left."""
+def _kill_all(uid):
+    """Kill and reap every process of the sandbox uid; True when none is left."""
     deadline = time.monotonic() + KILL_SECONDS
     while True:
-        _sigkill(-1)
         _reap()
-        if not _others():
+        if not _snippet_processes(uid):
             return True
         if time.monotonic() > deadline:
             return False
+        _kill_uid(uid)
         time.sleep(0.001)
+
+
+def _tree_cpu_seconds(uid, ticks_at_start):
+    """CPU time of the snippet's processes so far, less what they had at the start."""
+    return max(_cpu_ticks(_snippet_processes(uid)) - ticks_at_start, 0) / CLOCK_TICKS
 
 
 def _serve_one(header, child, config):
     _receive_body(child.body_fd, int(header["size"]))
-    timeout = float(header["timeout"])
+    uid = int(config["uid"])
+    wall, cpu_limit = float(header["wall"]), float(header["cpu"])
+    cpus = float(config["cpus"])  # the container's CPU quota: CPU time grows at most this fast
     pid, pidfd = child.pid, child.pidfd
     run = _Run(child, int(config["output_cap"]))
     poller = select.poll()
     for fd in (child.out_r, child.err_r, pidfd):
         poller.register(fd, select.POLLIN)
+    _report[0:2] = b"\0\0"
     oom_before = _oom_kills()
+    ticks_at_start = _cpu_ticks(_snippet_processes(uid))  # the child's own set-up
     started = time.monotonic()
-    child.hand_over({"timeout": timeout, "memory_mb": int(header["memory_mb"])})
+    child.hand_over({"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])})
     killed_for, exited = None, False
-    deadline = started + timeout
+    deadline = started + wall
+    cpu_check = started + cpu_limit / cpus  # no earlier moment can see the budget spent
     while not exited and killed_for is None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            killed_for = "timeout"
+        now = time.monotonic()
+        if now >= deadline:
+            killed_for = KILLED_WALL
             break
-        for fd, _ in poller.poll(math.ceil(remaining * 1000)):
+        if now >= cpu_check:
+            left = cpu_limit - _tree_cpu_seconds(uid, ticks_at_start)
+            if left <= 0:
+                killed_for = KILLED_CPU
+                break
+            cpu_check = now + max(left / cpus, 0.01)
+        for fd, _ in poller.poll(math.ceil((min(deadline, cpu_check) - now) * 1000)):
             if fd == pidfd:
                 exited = True
             elif fd in run.kinds and not run.forward(fd):
                 poller.unregister(fd)
                 run.close(fd)
             if run.over_cap:
-                killed_for = "output_limit"
+                killed_for = KILLED_OUTPUT
                 break
     duration_ms = (time.monotonic() - started) * 1000
     child.close(pidfd)
     # Whatever the snippet left running is a stray: it is killed now, before anything else.
-    strays = [p for p, state in _others().items() if p != pid and state != "Z"]
+    others = _snippet_processes(uid)
+    strays = [p for p, state in others.items() if p != pid and state != "Z"]
+    stray_ticks = _cpu_ticks(p for p in others if p != pid)
     if killed_for:
-        _sigkill(pid)  # the child's own session and process group first
+        try:
+            os.killpg(pid, signal.SIGKILL)  # its own session and group first, in one call
+        except ProcessLookupError:
+            pass
     if killed_for or strays:
-        _sigkill(-1)  # then everything else, wherever it moved to
-    wait_status = child.wait()
+        _kill_uid(uid)  # then everything else of its uid, wherever it moved to
+    wait_status, usage = child.wait()
     run.drain(time.monotonic() + DRAIN_SECONDS)
     run.close_all()
     if run.over_cap and not killed_for:
-        killed_for = "output_limit"  # it flooded and exited before we read past the cap
+        killed_for = KILLED_OUTPUT  # it flooded and exited before we read past the cap
     exit_code = os.waitstatus_to_exitcode(wait_status)
     if exit_code < 0:
-        exit_code = 128 - exit_code  # as the container's init reports a signal death
+        exit_code = 128 - exit_code  # as a shell reports a signal death
+    cpu_seconds = usage.ru_utime + usage.ru_stime + stray_ticks / CLOCK_TICKS
+    if killed_for is None and exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL):
+        if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
+            killed_for = KILLED_CPU
     oom_after = _oom_kills()
-    anomaly = None
-    if run.marker_left and not killed_for:
-        anomaly = "the child died before running the code"
     _send(
         RESULT,
         json.dumps(
             {
                 "exit_code": exit_code,
                 "killed_for": killed_for,
+                "started": _report[0] == REPORT_STARTED,
+                "memory_error": _report[1] == REPORT_MEMORY_ERROR,
                 "oom_killed": oom_before is not None and (oom_after or 0) > oom_before,
                 "duration_ms": round(duration_ms, 2),
+                "cpu_ms": round(cpu_seconds * 1000, 1),
+                "max_rss_kb": usage.ru_maxrss,
                 "strays": len(strays),
-                "anomaly": anomaly,
             }
         ).encode(),
     )
@@ -446,11 +563,14 @@ def _wipe_writable(uid):
         raise RuntimeError("could not restore fsuid 0")
 
 
-def _problems(uid):
+def _problems(uid, zygote):
     """Everything that keeps this container from serving another snippet (empty: clean)."""
     found = []
-    if not _kill_all():
-        found.append(f"processes survived SIGKILL: {sorted(_others())}")
+    if not _kill_all(uid):
+        found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
+    others = {p for p in _processes() if p != zygote.pid}
+    if others:
+        found.append(f"unexpected processes: {sorted(others)}")
     try:
         _wipe_writable(uid)
     except (OSError, RuntimeError) as exc:
@@ -465,26 +585,34 @@ def _problems(uid):
         except OSError:
             pass
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
-    if fds[:3] != [0, 1, 2] or len(fds) > 4:  # 0-2 and the one listdir used
-        found.append(f"supervisor descriptors leaked: {fds}")
+    expected = [0, 1, 2, zygote.sock.fileno()]
+    if fds[:3] != [0, 1, 2] or len(fds) > 5 or not set(expected) <= set(fds):
+        found.append(f"supervisor descriptors leaked: {fds}")  # 5: with the one listdir used
+    try:
+        with open(f"/proc/{zygote.pid}/stat", "rb") as f:
+            if f.read().rpartition(b")")[2].split()[0] in (b"Z", b"X"):
+                found.append("the zygote died")
+    except OSError:
+        found.append("the zygote is gone")
     _buffer[:] = bytes(len(_buffer))
+    _report[0:2] = b"\0\0"
     return found
 
 
-def main():
-    config = json.loads(sys.argv[1])
-    for name in config.get("preload", []):
-        try:
-            __import__(name)
-        except Exception:
-            pass  # a missing optional module only costs the snippet its own import
-    runner = {"__name__": "boxed_runner"}
-    exec(compile(config["runner"], "<boxed-runner>", "exec"), runner)
-    gc.freeze()  # children then leave the preloaded objects' pages shared (no GC writes)
-    if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "cannot become the subreaper")
+def _become_reaper():
+    """PID 1 reaps every orphan by itself; anywhere else, ask to be the subreaper."""
+    if os.getpid() != 1 and _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "not PID 1 and cannot become the subreaper")
+
+
+def main(config):
+    _become_reaper()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 then ignores every signal it can
     uid = int(config["uid"])
-    child = _Child(config, runner["main"])
+    zygote = _Zygote(config)  # before anything else is open: it inherits nothing of later runs
+    gc.freeze()
+    heavy = False  # the kind of child forked ahead: the kind the last snippet needed
+    child = _Child(config)
     os.write(1, READY_MARKER)
     while True:
         size = _read_exact(4)
@@ -494,22 +622,25 @@ def main():
             return
         header = json.loads(_read_exact(int.from_bytes(size, "big")))
         try:
-            child = child or _Child(config, runner["main"])
+            heavy = bool(header.get("heavy"))
+            if child is not None and child.heavy != heavy:
+                child.discard()  # forked ahead for the other kind
+                child = None
+                _wipe_writable(uid)  # its working directory
+            child = child or _Child(config, zygote if heavy else None)
             _serve_one(header, child, config)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
             _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
         if child:
             child.discard()  # a no-op after a run; fds of a failed one
         child = None
-        problems = _problems(uid)
+        if header.get("last"):
+            return  # the container is discarded: no clean-up to prove (PID 1's exit ends all)
+        problems = _problems(uid, zygote)
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:
-                child = _Child(config, runner["main"])
-            except OSError as exc:
+                child = _Child(config, zygote if heavy else None)
+            except (OSError, RuntimeError) as exc:
                 problems.append(f"cannot fork the next child: {exc!r}")
         _send(CLEANUP, json.dumps({"clean": not problems, "problems": problems}).encode())
-
-
-if __name__ == "__main__":
-    main()

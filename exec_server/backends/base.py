@@ -1,0 +1,105 @@
+"""The backend interface: how sandboxes are made, reached, reused and removed.
+
+A *backend* makes warm sandboxes (``create_warm``), lists what it owns so that orphans can be
+reaped, removes sandboxes by id and reports its health for readiness. A *sandbox* is one warm
+sandbox, ready for a snippet: it runs one job at a time and reports what it observed (the
+verdict is decided apart, by ``exec_server.verdict.decide``), says whether it may serve again,
+proves itself clean before it does (``settle``) and is discarded when it may not.
+
+Like httpx's transports: the pool, the executor and admission speak only this interface;
+``docker.py`` implements it on a Docker engine, ``fake.py`` in memory for unit tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..verdict import Observation, RunLimits, SnippetResult
+
+
+class SandboxError(RuntimeError):
+    """The sandbox infrastructure failed; the snippet's outcome is unknown (a 503)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One snippet to run, with its limits resolved."""
+
+    code: str
+    stdin: str
+    limits: RunLimits
+    heavy: bool = False  # needs the preload modules: fork it from the preloaded interpreter
+
+
+@dataclass(frozen=True)
+class BackendHealth:
+    """Whether the backend can make sandboxes now, and why not."""
+
+    up: bool  # its engine answers
+    problem: str | None = None  # why sandboxes cannot be made (None: they can)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.up and self.problem is None
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One warm sandbox."""
+
+    id: str
+    memory_mb: int  # the memory limit it has now
+
+    async def run(self, job: Job) -> Observation:
+        """Run ``job``; raises ``SandboxError`` when the sandbox, not the code, failed."""
+        ...
+
+    def can_reuse(self, result: SnippetResult) -> bool:
+        """Whether it may serve another snippet after ``result``."""
+        ...
+
+    async def settle(self) -> bool:
+        """Wait until it is proven clean again; False means discard it."""
+        ...
+
+    async def resize(self, memory_mb: int) -> None:
+        """Give it another memory limit before a run."""
+        ...
+
+    def is_alive(self) -> bool:
+        """Cheap check that an idle sandbox is still there."""
+        ...
+
+    async def discard(self) -> bool:
+        """Remove it; True when it is gone."""
+        ...
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    """A way of making sandboxes (an engine, a runtime, a cluster)."""
+
+    name: str
+    reuses_sandboxes: bool  # sandboxes may serve again after settling
+
+    async def create_warm(self, memory_mb: int) -> Sandbox:
+        """A started sandbox ready for code; raises ``SandboxError``."""
+        ...
+
+    async def list_owned(self) -> list[str]:
+        """Ids of every sandbox of this backend and service instance, live or not."""
+        ...
+
+    async def remove(self, sandbox_id: str) -> bool:
+        """Remove a sandbox by id (reaping); True when it is gone."""
+        ...
+
+    async def health(self) -> BackendHealth:
+        """Whether sandboxes can be made now."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the backend holds (connections, threads)."""
+        ...

@@ -1,0 +1,360 @@
+"""Sandboxes on a Docker engine: hardened containers running the guest supervisor.
+
+Two backends share everything here and differ only in reuse:
+
+* ``docker-process`` (process isolation): a pooled container serves snippet after snippet, each
+  in a freshly forked child of its supervisor, and is proven clean between them;
+* ``docker-container`` (container isolation): a fresh container per snippet, removed after it.
+
+The same supervisor decides every verdict in both, so the two modes agree by construction.
+Only this module imports ``docker`` or knows a container id's meaning. Engine calls block and run
+in threads; the supervisor's stream is read on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import uuid
+from functools import partial
+from typing import Any
+
+import anyio
+import docker.errors
+import requests.exceptions
+from docker.types import LogConfig, Ulimit
+
+import docker
+
+from ..guest import bootstrap_source, module_sources
+from ..guest.protocol import pop_frames
+from ..settings import Settings
+from .base import BackendHealth, SandboxError
+from .supervised import SupervisedSandbox
+
+log = logging.getLogger("boxed.docker")
+SERVICE_LABEL = "boxed.service"
+INSTANCE_LABEL = "boxed.instance"
+BACKEND_LABEL = "boxed.backend"
+EXIT_WAIT = 1.0  # longest wait for a finished container to exit before it is removed
+WARMUP_TIMEOUT = 60.0
+DIAGNOSTICS_KEPT = 2000
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    # numeric libraries otherwise start one thread per host core, which pids_limit refuses
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+# The supervisor's only privileges: dropping a child's ids and killing what the snippet left
+# (docs/process-mode.md, threat model).
+SUPERVISOR_CAPS = ["SETUID", "SETGID", "KILL"]
+# Objects in these namespaces outlive the processes that made them: allow none at all.
+IPC_SYSCTLS = {
+    "kernel.shmmax": "0",
+    "kernel.shmall": "0",
+    "kernel.shm_rmid_forced": "1",
+    "kernel.msgmni": "0",
+    "kernel.sem": "0 0 0 0",
+    "fs.mqueue.queues_max": "0",
+}
+# What a call to the engine may raise: docker-py's own errors, and the transport's (a vanished
+# socket is a requests ConnectionError, a stuck engine a ReadTimeout).
+ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+
+
+def _raw_socket(sock: object) -> socket.socket:
+    return getattr(sock, "_sock", sock)  # docker-py hands back a SocketIO over a unix socket
+
+
+class AttachStream:
+    """The supervisor's stdin/stdout through Docker's attach socket, on the event loop.
+
+    Docker multiplexes the container's stdout and stderr in 8-byte-header frames; stdout is the
+    supervisor's protocol, stderr only diagnostics (kept, short)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self._raw = bytearray()
+        self._diagnostics = bytearray()
+
+    async def send(self, data: bytes) -> None:
+        await asyncio.get_running_loop().sock_sendall(self.sock, data)
+
+    async def receive(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        while True:
+            out = bytearray()
+            for kind, data in pop_frames(self._raw):
+                if kind == 1:
+                    out += data
+                else:
+                    self._diagnostics = (self._diagnostics + data)[-DIAGNOSTICS_KEPT:]
+            if out:
+                return bytes(out)
+            chunk = await loop.sock_recv(self.sock, 65536)
+            if not chunk:
+                return b""
+            self._raw += chunk
+
+    def diagnostics(self) -> str:
+        return self._diagnostics.decode(errors="replace").strip()
+
+    def is_alive(self) -> bool:
+        """An idle supervisor sends nothing; end of stream means the container went away."""
+        try:
+            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+    async def wait_closed(self, seconds: float) -> None:
+        """Wait (briefly) for the stream to end: the container has exited."""
+        try:
+            async with asyncio.timeout(seconds):
+                while await self.receive():
+                    pass
+        except (TimeoutError, OSError):
+            pass
+
+    def close(self) -> None:
+        # shutdown() first: close() alone leaves the descriptor open while docker-py's SocketIO
+        # still refers to it, and the engine keeps blocking on a stream nobody reads.
+        for step in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
+            try:
+                step()
+            except OSError:
+                pass
+
+
+class DockerSandbox(SupervisedSandbox):
+    """One container with its supervisor."""
+
+    stream: AttachStream
+
+    def __init__(
+        self, backend: DockerBackend, container_id: str, stream: AttachStream, memory_mb: int
+    ) -> None:
+        s = backend.settings
+        super().__init__(
+            container_id,
+            stream,
+            memory_mb,
+            reusable=backend.reuses_sandboxes,
+            max_runs=s.process_max_runs if backend.reuses_sandboxes else 1,
+            preload=bool(s.preload_modules),
+        )
+        self.backend = backend
+
+    async def resize(self, memory_mb: int) -> None:
+        await self.backend.resize(self.id, memory_mb)
+        self.memory_mb = memory_mb
+
+    async def oom_killed(self) -> bool:
+        return await self.backend.oom_killed(self.id)
+
+    async def discard(self) -> bool:
+        if self.runs and not self.reusable and not self.broken:
+            # The supervisor exits after its one run: removing an exited container costs the
+            # engine a delete only, where removing it a moment earlier costs a kill too.
+            await self.stream.wait_closed(EXIT_WAIT)
+        self.stream.close()
+        return await self.backend.remove(self.id)
+
+
+class DockerBackend:
+    """Hardened containers on a Docker engine; ``reuse`` selects the isolation mode."""
+
+    def __init__(
+        self, settings: Settings, *, reuse: bool, client: docker.DockerClient | None = None
+    ) -> None:
+        self.settings = settings
+        self.reuses_sandboxes = reuse
+        self.name = "docker-process" if reuse else "docker-container"
+        self._client = client
+        self._client_lock = threading.Lock()
+        self._limiter = anyio.CapacityLimiter(settings.max_concurrency * 2 + 16)
+        self.labels = {
+            SERVICE_LABEL: "boxed",
+            INSTANCE_LABEL: settings.instance_label,
+            BACKEND_LABEL: self.name,
+        }
+
+    # -- engine calls, in threads ---------------------------------------------------------------
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self._limiter)
+
+    @property
+    def api(self) -> docker.APIClient:
+        """The engine's API client, made on first use: the engine may be down at start-up."""
+        with self._client_lock:
+            if self._client is None:
+                try:
+                    self._client = docker.from_env(max_pool_size=128, timeout=30)
+                except ENGINE_ERRORS as exc:
+                    raise SandboxError(f"Docker engine unreachable: {exc}") from exc
+            return self._client.api
+
+    # -- the container's make-up ----------------------------------------------------------------
+    def command(self) -> list[str]:
+        s = self.settings
+        uid, _, gid = s.sandbox_user.partition(":")
+        config = {
+            "preload": s.preload_modules,
+            "uid": int(uid),
+            "gid": int(gid or uid),
+            "output_cap": s.output_max_bytes,
+            "nofile": s.nofile,
+            "fsize": s.tmpfs_mb * 1024 * 1024,  # as the tmpfs: one file can fill it, no more
+            "cpus": s.cpus,
+            "reuse": self.reuses_sandboxes,  # diagnostics only: the host decides reuse
+        }
+        sources = json.dumps(module_sources())
+        return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, json.dumps(config)]
+
+    def container_memory_mb(self, memory_mb: int) -> int:
+        """The container's limit for a snippet limit of ``memory_mb``: the supervisor's too."""
+        return memory_mb + self.settings.process_memory_overhead_mb
+
+    def host_options(self, memory_mb: int) -> dict[str, Any]:
+        s = self.settings
+        fsize = s.tmpfs_mb * 1024 * 1024
+        limit = f"{self.container_memory_mb(memory_mb)}m"
+        return dict(
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=4096,mode=1777"},
+            cap_drop=["ALL"],
+            cap_add=SUPERVISOR_CAPS,
+            security_opt=["no-new-privileges"],
+            sysctls=IPC_SYSCTLS,
+            pids_limit=s.pids_limit,
+            mem_limit=limit,
+            memswap_limit=limit,
+            nano_cpus=int(s.cpus * 1e9),
+            ulimits=[
+                Ulimit(name="nofile", soft=s.nofile, hard=s.nofile),
+                Ulimit(name="fsize", soft=fsize, hard=fsize),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
+            init=False,  # the supervisor is PID 1: the reaper of every orphan
+            ipc_mode="none",
+            log_config=LogConfig(type=LogConfig.types.NONE),
+            runtime=s.runtime,
+        )
+
+    def _create_and_start(self, memory_mb: int) -> tuple[str, socket.socket]:
+        name = f"boxed-{self.settings.instance_label}-{self.name[7:]}-{uuid.uuid4().hex[:10]}"
+        try:
+            container_id = self.api.create_container(
+                self.settings.sandbox_image,
+                command=self.command(),
+                user="0:0",  # the supervisor; only root can hold capabilities (no ambient caps)
+                environment=SANDBOX_ENV,
+                working_dir="/tmp",
+                hostname="sandbox",
+                labels=self.labels,
+                name=name,
+                stdin_open=True,
+                network_disabled=True,
+                host_config=self.api.create_host_config(**self.host_options(memory_mb)),
+            )["Id"]
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot create sandbox: {exc}") from exc
+        try:
+            params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            sock = _raw_socket(self.api.attach_socket(container_id, params=params))
+            self.api.start(container_id)
+            return container_id, sock
+        except Exception as exc:
+            self._remove_now(container_id)
+            raise SandboxError(f"cannot start sandbox: {exc}") from exc
+
+    # -- the interface ----------------------------------------------------------------------------
+    async def create_warm(self, memory_mb: int | None = None) -> DockerSandbox:
+        memory_mb = memory_mb or self.settings.memory_mb_default
+        container_id, sock = await self._call(self._create_and_start, memory_mb)
+        sandbox = DockerSandbox(self, container_id, AttachStream(sock), memory_mb)
+        try:
+            await sandbox.wait_ready(WARMUP_TIMEOUT)
+        except BaseException:
+            sandbox.stream.close()
+            await asyncio.shield(self.remove(container_id))
+            raise
+        return sandbox
+
+    async def resize(self, container_id: str, memory_mb: int) -> None:
+        limit = f"{self.container_memory_mb(memory_mb)}m"
+        try:
+            await self._call(
+                self.api.update_container, container_id, mem_limit=limit, memswap_limit=limit
+            )
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot set memory limit: {exc}") from exc
+
+    def _oom_killed(self, container_id: str) -> bool:
+        try:
+            self.api.wait(container_id, timeout=10)  # its PID 1 is gone: it stops at once
+            return bool(self.api.inspect_container(container_id)["State"]["OOMKilled"])
+        except Exception as exc:  # cannot tell: an engine problem must not pass as a verdict
+            log.warning("cannot read the exit state of %s: %s", container_id[:12], exc)
+            return False
+
+    async def oom_killed(self, container_id: str) -> bool:
+        """Whether the kernel's OOM killer acted in the container (the engine's own record)."""
+        return await self._call(self._oom_killed, container_id)
+
+    def _remove_now(self, container_id: str) -> bool:
+        try:
+            self.api.remove_container(container_id, force=True, v=True)
+            return True
+        except docker.errors.NotFound:
+            return True
+        except Exception:
+            return False
+
+    async def remove(self, sandbox_id: str) -> bool:
+        return await self._call(self._remove_now, sandbox_id)
+
+    async def list_owned(self) -> list[str]:
+        filters = {"label": [f"{k}={v}" for k, v in self.labels.items()]}
+        try:
+            listed = await self._call(self.api.containers, all=True, filters=filters)
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot list sandboxes: {exc}") from exc
+        return [c["Id"] for c in listed]
+
+    def _health(self) -> BackendHealth:
+        try:
+            up = bool(self.api.ping())
+        except Exception as exc:
+            return BackendHealth(up=False, problem=f"Docker engine unreachable: {exc}")
+        image = self.settings.sandbox_image
+        try:
+            self.api.inspect_image(image)
+        except docker.errors.ImageNotFound:
+            problem = (
+                f"sandbox image {image} is missing; build it with "
+                "`python -m exec_server build-image --offline` (or `docker compose build`)"
+            )
+            return BackendHealth(up=up, problem=problem, details={"image_present": False})
+        except Exception as exc:
+            return BackendHealth(up=up, problem=f"cannot inspect image {image}: {exc}")
+        return BackendHealth(up=up, details={"image_present": True})
+
+    async def health(self) -> BackendHealth:
+        return await self._call(self._health)
+
+    async def close(self) -> None:
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()

@@ -1,0 +1,132 @@
+"""An in-memory backend for unit tests of the pool, the executor, admission and the routes.
+
+It runs no code: each run answers what its ``behaviour`` returns for the job (by default the
+input echoed on stdout, exit 0). It keeps the books a leak test needs: every sandbox made,
+every sandbox removed, and the ones still alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from ..verdict import Observation, SnippetResult, Status
+from .base import BackendHealth, Job, SandboxError
+
+Behaviour = Callable[[Job], Observation | Awaitable[Observation]]
+
+
+def observed(
+    stdout: bytes = b"", stderr: bytes = b"", exit_code: int = 0, **fields: object
+) -> Observation:
+    """An observation of a run that ended by itself, with ``fields`` overriding the rest."""
+    base = Observation(
+        exit_code=exit_code,
+        killed_for=None,
+        started=True,
+        oom_killed=False,
+        memory_error=False,
+        stdout=stdout,
+        stderr=stderr,
+        truncated_stdout=False,
+        truncated_stderr=False,
+        duration_ms=1.0,
+        cpu_ms=1.0,
+        max_rss_kb=1024,
+    )
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def echo(job: Job) -> Observation:
+    return observed(stdout=job.stdin.encode())
+
+
+class FakeSandbox:
+    def __init__(self, backend: FakeBackend, sandbox_id: str, memory_mb: int) -> None:
+        self.backend = backend
+        self.id = sandbox_id
+        self.memory_mb = memory_mb
+        self.runs = 0
+        self.alive = True
+
+    async def run(self, job: Job) -> Observation:
+        self.runs += 1
+        self.backend.jobs.append(job)
+        answer = self.backend.behaviour(job)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
+
+    def can_reuse(self, result: SnippetResult) -> bool:
+        return self.backend.reuses_sandboxes and result.status in (Status.OK, Status.ERROR)
+
+    async def settle(self) -> bool:
+        await asyncio.sleep(0)
+        return self.backend.settle_clean
+
+    async def resize(self, memory_mb: int) -> None:
+        self.memory_mb = memory_mb
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+    async def discard(self) -> bool:
+        return await self.backend.remove(self.id)
+
+
+class FakeBackend:
+    """Sandboxes in memory; ``create_failures`` makes the next N warm-ups fail."""
+
+    def __init__(
+        self,
+        behaviour: Behaviour = echo,
+        *,
+        reuse: bool = True,
+        name: str = "fake",
+        create_failures: int = 0,
+        settle_clean: bool = True,
+    ) -> None:
+        self.behaviour = behaviour
+        self.reuses_sandboxes = reuse
+        self.name = name
+        self.create_failures = create_failures
+        self.settle_clean = settle_clean
+        self.up = True
+        self.sandboxes: dict[str, FakeSandbox] = {}  # alive
+        self.created: list[str] = []
+        self.removed: list[str] = []
+        self.jobs: list[Job] = []
+        self._ids = itertools.count(1)
+
+    async def create_warm(self, memory_mb: int) -> FakeSandbox:
+        await asyncio.sleep(0)
+        if not self.up:
+            raise SandboxError("fake engine down")
+        if self.create_failures > 0:
+            self.create_failures -= 1
+            raise SandboxError("fake warm-up failed")
+        sandbox = FakeSandbox(self, f"{self.name}-{next(self._ids)}", memory_mb)
+        self.sandboxes[sandbox.id] = sandbox
+        self.created.append(sandbox.id)
+        return sandbox
+
+    async def list_owned(self) -> list[str]:
+        return list(self.sandboxes)
+
+    async def remove(self, sandbox_id: str) -> bool:
+        sandbox = self.sandboxes.pop(sandbox_id, None)
+        if sandbox is not None:
+            sandbox.alive = False
+            self.removed.append(sandbox_id)
+        return True
+
+    async def health(self) -> BackendHealth:
+        if not self.up:
+            return BackendHealth(up=False, problem="fake engine down")
+        return BackendHealth(up=True)
+
+    async def close(self) -> None:
+        return None

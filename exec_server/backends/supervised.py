@@ -1,0 +1,256 @@
+"""The host side of the guest supervisor (``exec_server/guest/supervisor.py``), over any stream.
+
+Every backend whose sandboxes run the supervisor (both Docker ones today; pods tomorrow)
+speaks through this class: send a request, collect the output frames into capped buffers until
+the result frame, and later read the clean-up verdict (``settle``) before the sandbox serves
+again. How bytes reach the supervisor (Docker's attach stream, a socket) is the backend's
+``SupervisorStream``; how a sandbox is removed or resized is the backend's too.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import logging
+import sys
+from typing import Any, Protocol
+
+from ..guest.protocol import (
+    CLEANUP,
+    ERRORS,
+    OUTPUT,
+    READY_MARKER,
+    RESULT,
+    pop_frames,
+    request,
+    snippet_body,
+)
+from ..verdict import Observation, SnippetResult, Status
+from .base import Job, SandboxError
+
+log = logging.getLogger("boxed.supervised")
+REPORT_GRACE = 10.0  # the supervisor stops runs itself (a bomb's sweep can take a few seconds
+# on saturated CPUs); no report this long after the wall limit means it is broken
+SETTLE_TIMEOUT = 10.0
+REUSABLE = (Status.OK, Status.ERROR)
+MAX_PARSED_CODE = 64 * 1024  # longer code is not parsed to choose the interpreter: preloaded
+_STDLIB = sys.stdlib_module_names
+# The result of a run whose supervisor the OOM killer took.
+LOST_TO_OOM = {
+    "exit_code": 128 + 9,
+    "killed_for": None,
+    "started": True,
+    "oom_killed": True,
+    "memory_error": False,
+    "cpu_ms": None,
+    "max_rss_kb": None,
+}
+
+
+def needs_preload(code: str) -> bool:
+    """Whether the code imports anything beyond the standard library (then its child is
+    forked from the interpreter that preloaded sympy and numpy, so the import costs nothing).
+
+    Read from the code's syntax tree; a dynamic import (``__import__``, ``importlib``) counts
+    as a non-stdlib one. Code that imports a heavy module in a way the tree does not show
+    still runs, only slower (the light interpreter imports it cold)."""
+    if "import" not in code:
+        return False
+    if len(code) > MAX_PARSED_CODE:
+        return True
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # it fails to compile in the sandbox too
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [] if node.level else [node.module or ""]
+        elif isinstance(node, ast.Name) and node.id == "__import__":
+            return True
+        else:
+            continue
+        if any(name.partition(".")[0] not in _STDLIB for name in names):
+            return True
+        if any(name.startswith("importlib") for name in names):
+            return True
+    return False
+
+
+class SupervisorGone(SandboxError):
+    """The supervisor's stream ended: the sandbox died (killed from outside, or OOM-killed)."""
+
+
+class SupervisorStream(Protocol):
+    """Bytes to and from one supervisor."""
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def receive(self) -> bytes:
+        """The next bytes the supervisor wrote on its stdout; b"" once it has exited."""
+        ...
+
+    def diagnostics(self) -> str:
+        """The last lines the supervisor wrote on its stderr."""
+        ...
+
+    def is_alive(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class SupervisedSandbox:
+    """A sandbox whose supervisor serves snippets; backends add ``discard`` and ``resize``."""
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        stream: SupervisorStream,
+        memory_mb: int,
+        *,
+        reusable: bool,
+        max_runs: int,
+        preload: bool,
+    ) -> None:
+        self.id = sandbox_id
+        self.stream = stream
+        self.memory_mb = memory_mb
+        self.reusable = reusable
+        self.max_runs = max_runs
+        self.preload = preload
+        self.runs = 0
+        self.broken = False  # broke protocol or was stopped: never reused
+        self._frames = bytearray()  # supervisor frames not yet consumed
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Wait for the supervisor's ready marker (it has forked its first child)."""
+        try:
+            async with asyncio.timeout(timeout):
+                while READY_MARKER not in self._frames:
+                    chunk = await self.stream.receive()
+                    if not chunk:
+                        raise SandboxError(f"sandbox exited during warm-up: {self._why()}")
+                    self._frames += chunk
+        except TimeoutError:
+            raise SandboxError("sandbox supervisor did not become ready") from None
+        del self._frames[: self._frames.index(READY_MARKER) + len(READY_MARKER)]
+
+    def _why(self) -> str:
+        return self.stream.diagnostics() or "no message"
+
+    async def run(self, job: Job) -> Observation:
+        """Hand the snippet to the supervisor and collect its output and result."""
+        limits = job.limits
+        header = {
+            "wall": limits.wall_seconds,
+            "cpu": limits.cpu_seconds,
+            "memory_mb": self.memory_mb,
+            "heavy": self.preload and needs_preload(job.code),
+            "last": not self.reusable,
+        }
+        await self._send(request(header, snippet_body(job.code, job.stdin)))
+        self.runs += 1
+        cap = limits.output_bytes
+        out = {OUTPUT: bytearray(), ERRORS: bytearray()}
+        try:
+            async with asyncio.timeout(limits.wall_seconds + REPORT_GRACE):
+                report = await self._read_until(RESULT, out, cap + 1)
+        except TimeoutError:
+            self.broken = True
+            raise SandboxError("the supervisor did not report in time") from None
+        except SupervisorGone:
+            # The snippet is a sandbox's only tenant: if the kernel's OOM killer took the
+            # supervisor (the snippet can lower its own OOM score), the snippet ran it out of
+            # memory. Only the engine can say so; anything else stays a service error.
+            if not await self.oom_killed():
+                raise
+            report = {**LOST_TO_OOM, "duration_ms": 0.0}
+        if report.get("anomaly"):
+            self.broken = True
+            raise SandboxError(f"sandbox supervisor failed: {report['anomaly']}")
+        if report.get("strays"):
+            log.info("sandbox %s: killed %d leftover processes", self.id[:12], report["strays"])
+        truncated = {kind: len(data) > cap for kind, data in out.items()}
+        for data in out.values():
+            del data[cap:]
+        try:
+            return Observation(
+                exit_code=int(report["exit_code"]),
+                killed_for=report["killed_for"],
+                started=bool(report["started"]),
+                oom_killed=bool(report["oom_killed"]),
+                memory_error=bool(report["memory_error"]),
+                stdout=bytes(out[OUTPUT]),
+                stderr=bytes(out[ERRORS]),
+                truncated_stdout=truncated[OUTPUT],
+                truncated_stderr=truncated[ERRORS],
+                duration_ms=float(report["duration_ms"]),
+                cpu_ms=None if report["cpu_ms"] is None else float(report["cpu_ms"]),
+                max_rss_kb=None if report["max_rss_kb"] is None else int(report["max_rss_kb"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            self.broken = True
+            raise SandboxError(f"malformed supervisor report: {exc!r}") from exc
+
+    async def _send(self, data: bytes) -> None:
+        try:
+            await self.stream.send(data)
+        except OSError as exc:
+            self.broken = True
+            raise SandboxError(f"sandbox not accepting code: {exc}") from exc
+
+    async def _read_until(
+        self, wanted: int, out: dict[int, bytearray] | None = None, cap: int = 0
+    ) -> dict[str, Any]:
+        """Read supervisor frames until one of kind ``wanted`` (JSON); output frames go to
+        ``out`` (each stream kept to ``cap`` bytes). Later frames stay buffered."""
+        while True:
+            for kind, data in pop_frames(self._frames):
+                if kind == wanted:
+                    return json.loads(data)
+                if out is None or kind not in out:
+                    self.broken = True
+                    raise SandboxError(f"unexpected supervisor frame of kind {kind}")
+                target = out[kind]
+                target += data[: max(cap - len(target), 0)]
+            try:
+                chunk = await self.stream.receive()
+            except OSError as exc:
+                self.broken = True
+                raise SandboxError(f"lost the supervisor's stream: {exc}") from exc
+            if not chunk:
+                self.broken = True
+                raise SupervisorGone(f"the supervisor exited: {self._why()}")
+            self._frames += chunk
+
+    def can_reuse(self, result: SnippetResult) -> bool:
+        """Reuse after a normal end only: a timeout, memory or output kill retires it."""
+        return (
+            self.reusable
+            and not self.broken
+            and result.status in REUSABLE
+            and self.runs < self.max_runs
+        )
+
+    async def settle(self) -> bool:
+        """Wait for the supervisor's clean-up verdict: True when the sandbox is clean."""
+        try:
+            async with asyncio.timeout(SETTLE_TIMEOUT):
+                verdict = await self._read_until(CLEANUP)
+        except (SandboxError, TimeoutError) as exc:
+            log.warning("sandbox %s retired: %s", self.id[:12], exc or "no clean-up verdict")
+            return False
+        if not verdict.get("clean"):
+            log.warning("sandbox %s retired: %s", self.id[:12], verdict.get("problems"))
+            return False
+        return True
+
+    def is_alive(self) -> bool:
+        return not self.broken and self.stream.is_alive()
+
+    async def oom_killed(self) -> bool:
+        """Whether the engine saw the OOM killer act in this sandbox (backends that can tell
+        override this)."""
+        return False

@@ -1,0 +1,24 @@
+"""Programs that run inside a sandbox (stdlib only), and the wire protocol they speak.
+
+Nothing here is executed on the host: the host reads these files as text and hands them to the
+sandbox's interpreter (``bootstrap.py`` installs them there as the package ``boxed_guest``).
+The host imports only ``protocol``, so both sides share one definition of the wire format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+GUEST_DIR = Path(__file__).parent
+# Installed in this order inside the sandbox: each may import the ones before it.
+MODULES = ("protocol", "runner", "supervisor")
+
+
+def module_sources() -> dict[str, str]:
+    """Source text of every guest module, keyed by module name (in installation order)."""
+    return {name: (GUEST_DIR / f"{name}.py").read_text() for name in MODULES}
+
+
+def bootstrap_source() -> str:
+    """The ``python -c`` program that installs the guest modules and starts the supervisor."""
+    return (GUEST_DIR / "bootstrap.py").read_text()

@@ -1,0 +1,100 @@
+"""Runs one snippet in the current process, as ``python -c`` would (stdlib only).
+
+The supervisor's child calls ``run`` once its set-up is done and its limits are set: fd 0 holds
+the snippet body (see ``protocol.snippet_body``), fds 1 and 2 are the snippet's stdout and
+stderr. The snippet runs with ``__name__ == "__main__"``, tracebacks go to stderr as the
+interpreter prints them, an uncaught exception exits 1 and ``sys.exit`` is honoured. Its input
+becomes its stdin. Nothing is ever written to the snippet's output streams on its behalf.
+"""
+
+import os
+import sys
+
+from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED
+
+
+def _read_exact(fd, n):
+    chunks = []
+    while n:
+        chunk = os.read(fd, n)
+        if not chunk:
+            raise EOFError("snippet body cut short")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _install_stdin(data):
+    """Make ``data`` the process's fd 0 (an in-memory file, so any size fits)."""
+    fd = os.memfd_create("stdin")
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.dup2(fd, 0)
+    os.close(fd)
+
+
+def _exit_code(exc):
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _write_last_line(exc):
+    """When the traceback cannot be printed (its formatting ran out of memory), still end
+    stderr with what the interpreter prints last: the exception, or at least its type."""
+    name = type(exc).__name__
+    try:
+        text = f"{name}: {exc}" if str(exc) else name
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - even that may fail
+        text = name
+    try:
+        os.write(2, b"\n" + text.encode("utf-8", "replace") + b"\n")
+    except OSError:
+        pass  # the snippet closed stderr
+
+
+def read_body(fd=0):
+    """(code, input) from the snippet body on ``fd``."""
+    sizes = _read_exact(fd, 8)
+    code_size, input_size = int.from_bytes(sizes[:4], "big"), int.from_bytes(sizes[4:], "big")
+    code = _read_exact(fd, code_size).decode("utf-8", "surrogatepass")
+    return code, _read_exact(fd, input_size)
+
+
+def run(report):
+    """Run the snippet on fd 0 and ``os._exit`` with its exit status; never returns.
+
+    ``report`` is the page shared with the supervisor (see ``protocol``)."""
+    code, stdin = read_body()
+    _install_stdin(stdin)  # fd 0 is the snippet's from here on
+    sys.argv = ["-c"]
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    status, memory_error = 0, False
+    report[0] = REPORT_STARTED
+    try:
+        exec(compile(code, "<string>", "exec"), namespace)
+    except SystemExit as exc:
+        status = _exit_code(exc)
+    except BaseException as exc:  # noqa: BLE001 - report every failure like the interpreter
+        memory_error = isinstance(exc, MemoryError)
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        try:
+            import traceback  # preloaded by the supervisor: no import cost here
+
+            traceback.print_exception(type(exc), exc, tb)
+        except BaseException:  # noqa: BLE001 - e.g. no memory left to format it
+            _write_last_line(exc)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - a closed stream must not change the verdict
+            pass
+    if memory_error:
+        report[1] = REPORT_MEMORY_ERROR
+    os._exit(status)
