@@ -501,3 +501,16 @@ def test_readyz_reports_the_engine_state(app: tuple[TestClient, FakeExecutor]) -
     assert r.status_code == 503 and r.json()["ready"] is False and r.json()["docker"] is False
     assert client.get("/healthz").json() == {"status": "ok"}
     assert "boxed_requests_total" in client.get("/metrics").text
+
+
+def test_error_metrics_are_labelled_by_route_not_by_any_path(
+    app: tuple[TestClient, FakeExecutor],
+) -> None:
+    client, _ = app
+    for n in range(3):
+        assert client.get(f"/no/such/path/{n}").status_code == 404
+    client.post("/execute", json={"code": "raise:Overloaded"})
+    text = client.get("/metrics").text
+    assert "/no/such/path" not in text
+    assert 'boxed_requests_total{route="unmatched",status="404"}' in text
+    assert 'boxed_requests_total{route="/execute",status="429"}' in text

@@ -156,6 +156,13 @@ def clean(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _route_label(request: Request) -> str:
+    """The route's path, or ``unmatched``: a label per unknown path would let any caller grow
+    the metrics without bound."""
+    route = request.scope.get("route")
+    return getattr(route, "path", None) or "unmatched"
+
+
 def install(app: FastAPI) -> None:
     """Answer every exception with :func:`problem`: the same body shape on every route."""
 
@@ -178,7 +185,7 @@ def install(app: FastAPI) -> None:
         headers = dict(p.headers)
         if p.status in RETRY_LATER:
             headers["Retry-After"] = str(request.app.state.settings.retry_after)
-        metrics.REQUESTS.labels(request.url.path, str(p.status)).inc()
+        metrics.REQUESTS.labels(_route_label(request), str(p.status)).inc()
         return JSONResponse(p.body(), status_code=p.status, headers=headers)
 
     for cls in (RequestValidationError, *STATUS, Exception):
