@@ -4,4 +4,4 @@ Importing this package stays cheap: Docker, FastAPI and sympy are only imported 
 modules that need them (``exec_server.app``, ``exec_server.sandbox``...).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place it is written: pyproject.toml and the app read it

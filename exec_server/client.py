@@ -66,7 +66,8 @@ class BoxedError(Exception):
 class BoxedHTTPError(BoxedError):
     """The server answered with an error status that is not retried, or retries ran out.
 
-    ``detail`` is the server's ``detail`` field (a string, or pydantic's list of errors for 422);
+    ``detail`` is the server's ``detail`` field, one line saying what went wrong; ``errors`` is
+    its list of problems of the body (``{"loc", "msg", "type"}`` each; empty for other errors);
     ``request_id`` is the ``X-Request-ID`` the client sent, to find the call in server logs.
     """
 
@@ -75,6 +76,7 @@ class BoxedHTTPError(BoxedError):
         status_code: int,
         detail: Any,
         *,
+        errors: Sequence[Mapping[str, Any]] = (),
         method: str = "",
         url: str = "",
         retry_after: float | None = None,
@@ -83,6 +85,7 @@ class BoxedHTTPError(BoxedError):
         self.status_code = status_code
         self.request_id = request_id
         self.detail = detail
+        self.errors = [dict(e) for e in errors]
         self.method = method
         self.url = url
         self.retry_after = retry_after
@@ -90,7 +93,7 @@ class BoxedHTTPError(BoxedError):
 
     @property
     def message(self) -> str:
-        """The server's detail on one line (pydantic's error lists flattened)."""
+        """The server's detail on one line (an older server's list of errors flattened)."""
         return _format_detail(self.detail)
 
 
@@ -115,7 +118,7 @@ class BoxedBatchError(BoxedError):
 
 
 def _format_detail(detail: Any) -> str:
-    """Make pydantic's list of validation errors readable in one line."""
+    """The detail in one line; servers before the one error shape sent pydantic's list."""
     if isinstance(detail, list):
         parts = []
         for err in detail:
@@ -430,9 +433,11 @@ class _Attempts:
             return None
         i = self._take_index()
         retry_after = _parse_retry_after(response.headers.get("Retry-After"))
+        detail, errors = _problem(response)
         error = BoxedHTTPError(
             response.status_code,
-            _detail(response),
+            detail,
+            errors=errors,
             method=self.method,
             url=str(response.request.url),
             retry_after=retry_after,
@@ -469,12 +474,18 @@ class _Attempts:
         return delay
 
 
-def _detail(response: httpx.Response) -> Any:
+def _problem(response: httpx.Response) -> tuple[Any, list[Mapping[str, Any]]]:
+    """``detail`` and ``errors`` of an error answer (``{"detail": str, "errors": [...]}``);
+    a body of another shape (a proxy's page, say) is the detail itself."""
     try:
         body = response.json()
     except ValueError:
-        return response.text[:1000]
-    return body.get("detail", body) if isinstance(body, dict) else body
+        return response.text[:1000], []
+    if not isinstance(body, dict):
+        return body, []
+    errors = body.get("errors")
+    errors = [e for e in errors if isinstance(e, Mapping)] if isinstance(errors, list) else []
+    return body.get("detail", body), errors
 
 
 def _json(response: httpx.Response) -> Any:

@@ -23,7 +23,6 @@ from .settings import MIN_MEMORY_MB, Isolation, Settings
 from .verdict import Limit, NotAVerdict, RunLimits, SnippetResult, Status, decide
 
 log = logging.getLogger("boxed.executor")
-SUPPORTED_LANGUAGES = ("python",)
 
 __all__ = ["Executor", "Overloaded", "RequestError", "ServiceUnavailable", "resolve_limits"]
 
@@ -42,13 +41,8 @@ class ServiceUnavailable(Exception):
 
 
 def resolve_limits(req: ExecuteRequest, settings: Settings) -> RunLimits:
-    """The request's limits, with defaults applied and maxima enforced."""
-    if req.language.lower() not in SUPPORTED_LANGUAGES:
-        raise RequestError(
-            422,
-            f"language {req.language!r} is not supported; supported: "
-            + ", ".join(SUPPORTED_LANGUAGES),
-        )
+    """The request's limits, with defaults applied and maxima enforced (the language was
+    checked by the request model)."""
     code_bytes = len(req.code.encode("utf-8", "surrogatepass"))
     if code_bytes > settings.max_code_bytes:
         raise RequestError(

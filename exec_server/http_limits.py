@@ -1,4 +1,5 @@
-"""ASGI middleware that refuses oversized request bodies with 413 before reading them whole."""
+"""ASGI middleware that refuses oversized request bodies with 413 before reading them whole
+(in the one error shape of :class:`exec_server.models.ErrorResponse`)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send) -> None:
         body = json.dumps(
-            {"detail": f"request body exceeds the maximum of {self.max_bytes} bytes"}
+            {"detail": f"request body exceeds the maximum of {self.max_bytes} bytes", "errors": []}
         ).encode()
         await send(
             {

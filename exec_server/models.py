@@ -1,25 +1,39 @@
-"""Request and response schemas of the HTTP API (pydantic only, shared with the client)."""
+"""Request and response schemas of the HTTP API (pydantic only, shared with the client).
+
+Every schema of every route is here, so ``/openapi.json`` and the client read one definition.
+The bodies of boxed's own routes refuse unknown fields (a typo such as ``timout`` must not run
+with the default); ``/run_code`` accepts whatever SandboxFusion callers send.
+"""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+# The scorer owns the graded row; the HTTP layer re-exports it (one home, one line to change).
+from scorer.api import ScoreBatchResponse, ScoreRow
 
 from .settings import Isolation
 from .verdict import Limit, Status
+
+LANGUAGES = {"python": "python", "python3": "python", "py": "python"}
+"""Accepted spellings (any case) of each supported language, to its one name."""
 
 
 class ExecuteRequest(BaseModel):
     """One snippet to run. Limits left unset take the server defaults; larger values are
     refused with 422 naming the server maximum."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
     code: str = Field(min_length=1, description="Source code to run.")
     input: str = Field(default="", alias="stdin", description="Bytes fed to the program's stdin.")
-    language: str = Field(default="python", description="Only 'python' is supported.")
+    language: str = Field(
+        default="python", description="'python' (also 'python3', 'py', any case)."
+    )
     timeout: float | None = Field(default=None, gt=0, description="Wall-clock limit in seconds.")
     cpu_timeout: float | None = Field(
         default=None,
@@ -30,6 +44,22 @@ class ExecuteRequest(BaseModel):
     isolation: Isolation | None = Field(
         default=None, description="Ask for 'container' (stricter) when the server runs 'process'."
     )
+
+    @field_validator("language")
+    @classmethod
+    def _one_name_per_language(cls, value: str) -> str:
+        """Normalize the aliases here, so the engine only ever sees a supported name."""
+        name = LANGUAGES.get(value.strip().lower())
+        if name is None:
+            supported = ", ".join(sorted(set(LANGUAGES.values())))
+            aliases = ", ".join(a for a in LANGUAGES if a not in LANGUAGES.values())
+            raise PydanticCustomError(
+                "language",
+                "{language} is not supported; supported: {supported} "
+                "(also written {aliases}, any case)",
+                {"language": repr(value), "supported": supported, "aliases": aliases},
+            )
+        return name
 
 
 class Truncated(BaseModel):
@@ -59,6 +89,8 @@ class ExecuteResponse(BaseModel):
 
 
 class CalculateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     expr: str = Field(description="Arithmetic expression, e.g. 'sqrt(2)*pi'.")
 
 
@@ -67,22 +99,39 @@ class CalculateResponse(BaseModel):
     error: str | None
 
 
-class ErrorResponse(BaseModel):
-    """Body of every 4xx/5xx answer."""
+class FieldError(BaseModel):
+    """One problem of a request body, for programs (``detail`` says it all for people)."""
 
-    detail: str | list
+    loc: list[str | int] = Field(description="Where: 'body', then keys and list indices.")
+    msg: str
+    type: str = Field(description="Stable code, e.g. 'missing', 'extra_forbidden'.")
+
+
+class ErrorResponse(BaseModel):
+    """Body of every 4xx/5xx answer: one shape for all of them."""
+
+    detail: str = Field(description="What went wrong, in one line for people.")
+    errors: list[FieldError] = Field(
+        default_factory=list, description="Each problem of the body; empty for other errors."
+    )
 
 
 class ExecuteBatchRequest(BaseModel):
     """Several snippets at once; each item is validated on its own so one bad item fails
     only itself."""
 
-    items: list[dict[str, Any]] = Field(description="ExecuteRequest objects.")
+    model_config = ConfigDict(extra="forbid")
+
+    # dict[Any, Any]: an item's keys are checked with the item, so one bad key fails only it
+    items: list[dict[Any, Any]] = Field(description="ExecuteRequest objects.")
 
 
 class ItemError(BaseModel):
+    """Why one item of a batch has no result: the body ``/execute`` would have answered."""
+
     status_code: int = Field(description="The HTTP status this item would have had alone.")
-    detail: Any
+    detail: str
+    errors: list[FieldError] = Field(default_factory=list)
 
 
 class ExecuteBatchItemError(BaseModel):
@@ -122,3 +171,71 @@ class RunCodeResponse(BaseModel):
     executor_pod_name: str | None = None
     files: dict[str, str] = Field(default_factory=dict)
     boxed_status: Status = Field(description="boxed's own verdict for the snippet.")
+
+
+class ScoreRequest(BaseModel):
+    """Body of ``POST /score``: one trajectory record in any supported format, with its gold
+    (e.g. ``{"response": "...\\boxed{4}", "answer": 4}``), plus the grading options below.
+    The record's own keys are free, so they are not checked here."""
+
+    model_config = ConfigDict(extra="allow")
+
+    preset: str | None = Field(default=None, description="'binary' (default) or 'interleaved'.")
+    timeout: float | None = Field(default=None, description="Seconds per answer check.")
+    rewards: dict[str, float] | list[Any] | None = Field(
+        default=None,
+        description="Overrides: correct_reward, wrong_reward, format_reward, tool_bonus, "
+        "timeout_reward (a list is a trace's own per-step rewards, not settings).",
+    )
+
+
+class ScoreBatchRequest(BaseModel):
+    """Body of ``POST /score/batch``. Items are checked one by one: a bad item becomes an
+    ``error`` row and does not fail the others."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[Any] = Field(description="Trajectory records, each as ScoreRequest.")
+    preset: str | None = Field(default=None, description="'binary' (default) or 'interleaved'.")
+    timeout: float | None = Field(default=None, description="Seconds per answer check.")
+    rewards: dict[str, float] | None = Field(
+        default=None,
+        description="Overrides: correct_reward, wrong_reward, format_reward, tool_bonus, "
+        "timeout_reward.",
+    )
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    """``GET /readyz``: ``ready`` and what it is made of (the engine may report more)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ready: bool
+
+
+__all__ = [
+    "CalculateRequest",
+    "CalculateResponse",
+    "ErrorResponse",
+    "ExecuteBatchItemError",
+    "ExecuteBatchRequest",
+    "ExecuteBatchResponse",
+    "ExecuteRequest",
+    "ExecuteResponse",
+    "FieldError",
+    "Health",
+    "ItemError",
+    "Readiness",
+    "RunCodeRequest",
+    "RunCodeResponse",
+    "RunResult",
+    "ScoreBatchRequest",
+    "ScoreBatchResponse",
+    "ScoreRequest",
+    "ScoreRow",
+    "Truncated",
+]

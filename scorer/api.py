@@ -1,11 +1,11 @@
 """What the service's ``POST /score`` and ``POST /score/batch`` routes call: dict in, dict out.
 
 Both are blocking (the equivalence check may take up to ``timeout`` seconds per answer), so the
-route runs them off the event loop. A caller mistake raises ``ValueError`` with a message fit
-for a 4xx answer; anything about one item of a batch becomes that item's ``error`` row instead,
-so one bad item never fails the others. Result rows have exactly the keys of a CLI output line
-(:data:`scorer.grading.ROW_KEYS`); ``file`` is always ``None`` and ``line`` is the item's
-1-based position in a batch (``None`` for ``/score``).
+route runs them off the event loop. A caller mistake raises :class:`ScoreInputError` (a
+``ValueError``) with a message fit for a 4xx answer; anything about one item of a batch becomes
+that item's ``error`` row instead, so one bad item never fails the others. Result rows have
+exactly the keys of a CLI output line (:data:`scorer.grading.ROW_KEYS`); ``file`` is always
+``None`` and ``line`` is the item's 1-based position in a batch (``None`` for ``/score``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ from scorer.trajectories import parse_record
 MAX_TIMEOUT = 30.0
 MAX_BATCH_ITEMS = 1000
 _OPTION_KEYS = ("preset", "timeout", "rewards")
+
+
+class ScoreInputError(ValueError):
+    """The caller's mistake (the service answers 422). Any other exception out of grading is
+    a bug, not the caller's fault (the service answers 500)."""
 
 
 class ScoreRow(BaseModel):
@@ -78,13 +83,16 @@ def _options(body: Mapping[str, Any], *, default_preset: str | None = None) -> G
     one is invalid."""
     preset = body.get("preset", default_preset) or "binary"
     if not isinstance(preset, str):
-        raise ValueError("'preset' must be a string: 'binary' or 'interleaved'")
+        raise ScoreInputError("'preset' must be a string: 'binary' or 'interleaved'")
     rewards = body.get("rewards") or {}
     if isinstance(rewards, list):
         rewards = {}  # a trace's own per-step rewards, not reward settings
     if not isinstance(rewards, Mapping):
-        raise ValueError("'rewards' must be an object of reward values")
-    cfg: RewardConfig = reward_config(preset, **dict(rewards))
+        raise ScoreInputError("'rewards' must be an object of reward values")
+    try:
+        cfg: RewardConfig = reward_config(preset, **dict(rewards))
+    except ValueError as e:
+        raise ScoreInputError(str(e)) from None
     timeout = body.get("timeout")
     if timeout is None:
         timeout = DEFAULT_TIMEOUT
@@ -94,7 +102,7 @@ def _options(body: Mapping[str, Any], *, default_preset: str | None = None) -> G
         or not math.isfinite(timeout)
         or not 0 < timeout <= MAX_TIMEOUT
     ):
-        raise ValueError(f"'timeout' must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
+        raise ScoreInputError(f"'timeout' must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
     return GradeOptions(rewards=cfg, timeout=float(timeout))
 
 
@@ -102,22 +110,25 @@ def score(body: Any) -> dict[str, Any]:
     """Grade one trajectory: any supported record with its gold inside, e.g.
     ``{"response": "...\\boxed{42}", "answer": 42, "preset": "interleaved"}``.
 
-    Returns one result row. Raises ``ValueError`` (-> 4xx) for a body that is not an object,
-    an unknown preset or reward setting, a bad timeout, a record in no known format, a record
-    without gold, or an Atropos group (several rollouts: send it to :func:`score_batch`).
+    Returns one result row. Raises :class:`ScoreInputError` (-> 422) for a body that is not an
+    object, an unknown preset or reward setting, a bad timeout, a record in no known format, a
+    record without gold, or an Atropos group (several rollouts: send it to :func:`score_batch`).
     A verify timeout is a row with status ``timeout``, not an exception.
     """
     if not isinstance(body, Mapping):
-        raise ValueError("the body must be a JSON object holding one trajectory")
+        raise ScoreInputError("the body must be a JSON object holding one trajectory")
     options = _options(body)
-    traj = parse_record(body)
+    try:
+        traj = parse_record(body)
+    except ValueError as e:
+        raise ScoreInputError(str(e)) from None
     if traj.group:
-        raise ValueError(
+        raise ScoreInputError(
             f"this is an Atropos group of {len(traj.rollouts)} rollouts: "
             "send it as one item of POST /score/batch"
         )
     if traj.gold is None:
-        raise ValueError(
+        raise ScoreInputError(
             "no gold answer: add 'answer' (or expected_answer, gold, ground_truth, solution, "
             "label, reward_model.ground_truth)"
         )
@@ -129,21 +140,21 @@ def score_batch(body: Any) -> dict[str, Any]:
     ``{"results": [row, ...], "summary": {...}}``, rows in item order (an Atropos group item
     gives one row per rollout).
 
-    Raises ``ValueError`` (-> 4xx) only for the envelope: not an object, ``items`` not a list
-    or longer than :data:`MAX_BATCH_ITEMS`, unknown top-level keys, or invalid batch-level
+    Raises :class:`ScoreInputError` (-> 422) only for the envelope: not an object, ``items`` not a
+    list or longer than :data:`MAX_BATCH_ITEMS`, unknown top-level keys, or invalid batch-level
     options. A bad item (not an object, unknown format, no gold, bad per-item ``preset``)
     becomes an ``error`` row with a message.
     """
     if not isinstance(body, Mapping):
-        raise ValueError('the body must be a JSON object: {"items": [...]}')
+        raise ScoreInputError('the body must be a JSON object: {"items": [...]}')
     unknown = sorted(set(body) - {"items", *_OPTION_KEYS})
     if unknown:
-        raise ValueError(f"unknown keys {unknown}: expected items, preset, timeout, rewards")
+        raise ScoreInputError(f"unknown keys {unknown}: expected items, preset, timeout, rewards")
     items = body.get("items")
     if not isinstance(items, list):
-        raise ValueError("'items' must be a list of trajectory records")
+        raise ScoreInputError("'items' must be a list of trajectory records")
     if len(items) > MAX_BATCH_ITEMS:
-        raise ValueError(f"at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}")
+        raise ScoreInputError(f"at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}")
     options = _options(body)
     rows: list[dict[str, Any]] = []
     for n, item in enumerate(items, 1):

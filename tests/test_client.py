@@ -7,7 +7,9 @@ A small FastAPI app imitates the boxed routes; its ``/execute`` behaviour is cho
   this exact code (counted over all servers), then ok; ``#429:N:key:R`` sends
   ``Retry-After: R`` (default 1);
 * ``#502always:key``: 502 without ``Retry-After`` every time;
-* ``#422``: a validation error; ``#error``: 200 with status error (the code's own failure);
+* ``#422``: a caller error; ``#422fields``: a validation error in the server's error shape
+  (``detail`` and ``errors``); ``""``: a validation error as servers before that shape sent it;
+  ``#error``: 200 with status error (the code's own failure);
 * ``#sleep:S``: sleeps S seconds first (in-flight requests are counted for the cap test).
 
 Tests marked ``docker`` run against the real service from the ``boxed_service`` fixture.
@@ -115,6 +117,13 @@ class FakeBoxed:
                 return JSONResponse({"detail": "bad gateway"}, status_code=502)
             if code == "#422":
                 return JSONResponse({"detail": "timeout above the maximum 30"}, status_code=422)
+            if code == "#422fields":
+                errors = [
+                    {"loc": ["body", "timout"], "msg": "unknown field", "type": "extra_forbidden"},
+                    {"loc": ["body", "memory_mb"], "msg": "must be > 0", "type": "greater_than"},
+                ]
+                detail = "timout: unknown field; memory_mb: must be > 0"
+                return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
             if code == "#error":
                 result = self._ok(code)
                 result.update(
@@ -380,6 +389,38 @@ def test_no_retry_on_code_failure_or_422(live: tuple[LiveServer, LiveServer]) ->
     assert info.value.status_code == 422 and info.value.detail == "timeout above the maximum 30"
     assert "maximum 30" in str(info.value)
     assert "body.code: too short" in str(empty.value)  # pydantic detail lists made readable
+
+
+def test_http_error_carries_detail_and_the_list_of_errors(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    with Client(live[0].url) as client, pytest.raises(BoxedHTTPError) as info:
+        client.execute("#422fields")
+    error = info.value
+    assert error.status_code == 422 and error.detail == error.message
+    assert error.message == "timout: unknown field; memory_mb: must be > 0"
+    assert [e["loc"] for e in error.errors] == [["body", "timout"], ["body", "memory_mb"]]
+    assert [e["type"] for e in error.errors] == ["extra_forbidden", "greater_than"]
+    assert str(error).endswith("-> 422: timout: unknown field; memory_mb: must be > 0")
+    with Client(live[0].url) as client, pytest.raises(BoxedHTTPError) as other:
+        client.execute("#422")
+    assert other.value.errors == []
+
+
+def test_the_real_app_errors_reach_the_client_whole() -> None:
+    """The service itself (over a fake executor, no Docker): a typo in an item comes back
+    as a 422 naming the field, and the other items run."""
+    from tests.fakes import serving
+
+    with serving() as url, Client(url) as client:
+        results = client.execute_many(
+            ["print(1)", {"code": "print(2)", "timout": 3}], return_exceptions=True
+        )
+    ok, typo = results
+    assert isinstance(ok, ExecuteResult) and ok.stdout == "print(1)"
+    assert isinstance(typo, BoxedHTTPError) and typo.status_code == 422
+    assert typo.message.startswith("timout: unknown field; did you mean 'timeout'?")
+    assert typo.errors[0]["loc"] == ["body", "timout"]
 
 
 def test_read_timeout_is_derived_from_snippet_timeout(

@@ -610,12 +610,14 @@ def _invalid_utf8_body(svc: Service, row: dict[str, Any]) -> None:
 
 @checker("limit_param_abuse")
 def _limit_param_abuse(svc: Service, row: dict[str, Any]) -> None:
-    """Raising limits is refused; an unknown `network` field changes nothing."""
+    """Raising limits is refused; an unknown `network` field is refused and changes nothing."""
     assert_4xx(svc.post(generated(row).encode()), (422,))  # type: ignore[union-attr]
     r = svc.post(json.dumps({"code": "print(1)", "timeout": 1e9}).encode())
     assert r.status_code == 422 and "maximum" in r.json()["detail"]
     ifaces = "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))"
     r = svc.post(json.dumps({"code": ifaces, "network": True}).encode())
+    assert r.status_code == 422 and "network: unknown field" in r.json()["detail"]
+    r = svc.post(json.dumps({"code": ifaces}).encode())
     assert r.status_code == 200 and r.json()["stdout"] == "['lo']\n"
 
 

@@ -136,7 +136,7 @@ def test_unrenderable_invalid_input_is_422_not_500(app_client: TestClient, conte
     # Regression (B6-1): the default handler echoed the input and crashed rendering it.
     r = app_client.post("/execute", content=content, headers={"content-type": "application/json"})
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"][0] == "body"
+    assert r.json()["errors"][0]["loc"][0] == "body" and isinstance(r.json()["detail"], str)
 
 
 def test_oversized_chunked_body_is_413(app_client: TestClient) -> None:

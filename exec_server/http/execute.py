@@ -1,0 +1,109 @@
+"""Running code: ``/execute``, its batch, and the SandboxFusion ``/run_code`` adapter."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from .. import metrics
+from ..executor import RequestError
+from ..models import (
+    ExecuteBatchItemError,
+    ExecuteBatchRequest,
+    ExecuteBatchResponse,
+    ExecuteRequest,
+    ExecuteResponse,
+    RunCodeRequest,
+    RunCodeResponse,
+    RunResult,
+)
+from .auth import GUARDED
+from .errors import problem, validated
+from .json_body import JsonBodyRoute
+
+log = logging.getLogger("boxed.http")
+router = APIRouter(route_class=JsonBodyRoute, dependencies=GUARDED, tags=["execute"])
+
+
+def request_id(request: Request) -> str:
+    return request.headers.get("x-request-id") or uuid.uuid4().hex
+
+
+@router.post("/execute", response_model=ExecuteResponse)
+async def execute(req: ExecuteRequest, request: Request, response: Response) -> ExecuteResponse:
+    """Run one snippet in a fresh sandbox. The code's own failures are 200 with a status."""
+    rid = request_id(request)
+    response.headers["X-Request-ID"] = rid
+    result = await request.app.state.executor.execute(req, rid)
+    metrics.REQUESTS.labels("/execute", result.status).inc()
+    return result
+
+
+@router.post("/execute/batch", response_model=ExecuteBatchResponse)
+async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> ExecuteBatchResponse:
+    """Run many snippets concurrently (within the service's limits); answers keep the order
+    of the items, and an item that fails carries the error ``/execute`` would have answered."""
+    limit = request.app.state.settings.max_batch_items
+    if len(batch.items) > limit:
+        raise RequestError(422, f"{len(batch.items)} items; the maximum is {limit}")
+    rid = request_id(request)
+    executor = request.app.state.executor
+
+    async def one(index: int, item: dict[Any, Any]) -> ExecuteResponse | ExecuteBatchItemError:
+        try:
+            req = validated(ExecuteRequest, item)
+            result = await executor.execute(req, f"{rid}-{index}")
+        except Exception as exc:  # every item gets an answer: the batch is never lost
+            answer = problem(exc)
+            if answer.status == 500:
+                log.exception("item %d of batch %s failed unexpectedly", index, rid)
+            metrics.REQUESTS.labels("/execute/batch", str(answer.status)).inc()
+            return ExecuteBatchItemError(error=answer.as_item())
+        metrics.REQUESTS.labels("/execute/batch", result.status).inc()
+        return result
+
+    results = await asyncio.gather(*(one(i, item) for i, item in enumerate(batch.items)))
+    return ExecuteBatchResponse(results=list(results))
+
+
+@router.post("/run_code", response_model=RunCodeResponse)
+async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
+    """SandboxFusion-compatible subset, so verl/SkyRL users can point at boxed. Fields it does
+    not use (``compile_timeout``, ...) are accepted and ignored, as SandboxFusion callers send
+    them."""
+    if req.files:
+        raise RequestError(422, "'files' is not supported; put the data in the code or stdin")
+    memory = req.memory_limit_MB if req.memory_limit_MB and req.memory_limit_MB > 0 else None
+    execute_req = validated(
+        ExecuteRequest,
+        {
+            "code": req.code,
+            "input": req.stdin or "",
+            "language": req.language,
+            "timeout": req.run_timeout,
+            "memory_mb": memory,
+        },
+    )
+    result = await request.app.state.executor.execute(execute_req, request_id(request))
+    metrics.REQUESTS.labels("/run_code", result.status).inc()
+    return as_sandbox_fusion(result)
+
+
+def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
+    run_status = "TimeLimitExceeded" if result.status == "timeout" else "Finished"
+    return RunCodeResponse(
+        status="Success" if result.status == "ok" else "Failed",
+        message="" if result.status in ("ok", "error") else result.status,
+        run_result=RunResult(
+            status=run_status,
+            execution_time=result.duration_ms / 1000,
+            return_code=result.exit_code,
+            stdout=result.stdout,
+            stderr=result.stderr,
+        ),
+        boxed_status=result.status,
+    )
