@@ -1,0 +1,346 @@
+"""The engine without Docker: the verdict rule, the pool, the executor and admission over the
+in-memory fake backend, and the layering (only the Docker backend knows Docker)."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from exec_server.admission import Overloaded
+from exec_server.backends import BACKENDS, SandboxBackend, create_backend
+from exec_server.backends.base import Job, Sandbox, SandboxError
+from exec_server.backends.fake import FakeBackend, observed
+from exec_server.executor import Executor, RequestError, ServiceUnavailable, resolve_limits
+from exec_server.guest.protocol import KILLED_CPU, KILLED_OUTPUT, KILLED_WALL
+from exec_server.models import ExecuteRequest
+from exec_server.pool import WarmPool
+from exec_server.settings import Settings
+from exec_server.verdict import Limit, NotAVerdict, RunLimits, Status, decide
+
+LIMITS = RunLimits(wall_seconds=5, cpu_seconds=2, memory_mb=256, output_bytes=100)
+PACKAGE = Path(__file__).resolve().parent.parent / "exec_server"
+
+
+# -- the verdict rule ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("fields", "status", "limit", "exit_code"),
+    [
+        ({}, Status.OK, None, 0),
+        ({"exit_code": 3}, Status.ERROR, None, 3),
+        ({"exit_code": 137}, Status.ERROR, None, 137),  # killed itself: its own doing
+        ({"exit_code": 137, "oom_killed": True}, Status.MEMORY_LIMIT, Limit.MEMORY, 137),
+        ({"exit_code": 1, "memory_error": True}, Status.MEMORY_LIMIT, Limit.MEMORY, 1),
+        # what the snippet can write never makes a clean exit anything else
+        ({"exit_code": 0, "memory_error": True}, Status.OK, None, 0),
+        # an OOM-killed grandchild does not fail a program that exited 0 (both modes agree)
+        ({"exit_code": 0, "oom_killed": True}, Status.OK, None, 0),
+        ({"exit_code": 1, "oom_killed": True}, Status.ERROR, None, 1),
+        ({"killed_for": KILLED_WALL, "exit_code": 137}, Status.TIMEOUT, Limit.WALL, None),
+        ({"killed_for": KILLED_CPU, "exit_code": 137}, Status.TIMEOUT, Limit.CPU, None),
+        (
+            {"killed_for": KILLED_OUTPUT, "truncated_stdout": True},
+            Status.OUTPUT_LIMIT,
+            Limit.OUTPUT,
+            None,
+        ),
+        ({"truncated_stderr": True}, Status.OUTPUT_LIMIT, Limit.OUTPUT, None),
+        # a kill reason outranks anything the snippet reported
+        ({"killed_for": KILLED_WALL, "memory_error": True}, Status.TIMEOUT, Limit.WALL, None),
+    ],
+)
+def test_verdict_rule(
+    fields: dict, status: Status, limit: Limit | None, exit_code: int | None
+) -> None:
+    result = decide(observed(**fields), LIMITS)
+    assert (result.status, result.limit, result.exit_code) == (status, limit, exit_code)
+    assert (result.reason is None) == (limit is None)
+
+
+def test_reason_lines_quote_the_limits() -> None:
+    reasons = {
+        kind: decide(observed(killed_for=kind, truncated_stderr=True), LIMITS).reason
+        for kind in (KILLED_WALL, KILLED_CPU, KILLED_OUTPUT)
+    }
+    assert reasons == {
+        KILLED_WALL: "wall-clock limit of 5 s reached",
+        KILLED_CPU: "CPU-time limit of 2 s reached",
+        KILLED_OUTPUT: "output limit of 100 bytes reached on stderr",
+    }
+    memory = decide(observed(exit_code=1, memory_error=True), LIMITS).reason
+    assert memory == "memory limit of 256 MiB reached"
+
+
+@pytest.mark.parametrize("fields", [{"started": False}, {"started": False, "killed_for": "wall"}])
+def test_a_run_that_never_started_is_not_a_verdict(fields: dict) -> None:
+    with pytest.raises(NotAVerdict):
+        decide(observed(**fields), LIMITS)
+
+
+# -- limits ---------------------------------------------------------------------------------------
+def test_cpu_limit_defaults_to_the_wall_limit_and_has_the_same_maximum() -> None:
+    settings = Settings()
+    limits = resolve_limits(ExecuteRequest(code="1", timeout=7), settings)
+    assert (limits.wall_seconds, limits.cpu_seconds) == (7, 7)
+    limits = resolve_limits(ExecuteRequest(code="1", timeout=7, cpu_timeout=2), settings)
+    assert (limits.wall_seconds, limits.cpu_seconds, limits.memory_mb) == (7, 2, 256)
+    with pytest.raises(RequestError, match="cpu_timeout 31 s exceeds the maximum 30 s"):
+        resolve_limits(ExecuteRequest(code="1", cpu_timeout=31), settings)
+    server_default = Settings(cpu_timeout_default=1.5)
+    assert resolve_limits(ExecuteRequest(code="1"), server_default).cpu_seconds == 1.5
+
+
+def test_settings_refuse_defaults_the_executor_would_refuse() -> None:
+    with pytest.raises(ValueError, match="greater than or equal to 64"):
+        Settings(memory_mb_default=48)
+    with pytest.raises(ValueError, match="CPU_TIMEOUT_DEFAULT exceeds"):
+        Settings(cpu_timeout_default=60)
+
+
+def test_default_concurrency_does_not_oversubscribe_the_cores() -> None:
+    import os
+
+    assert Settings().max_concurrency == len(os.sched_getaffinity(0))
+
+
+def test_instance_label_is_unique_per_port_and_stable() -> None:
+    assert Settings(port=5002).instance_label == Settings(port=5002).instance_label == "port-5002"
+    assert Settings(port=5003).instance_label != Settings(port=5002).instance_label
+    assert Settings(port=5002, instance="ours").instance_label == "ours"
+
+
+# -- the registry and the layering ----------------------------------------------------------------
+def test_registry_names_every_backend_and_refuses_unknown_ones() -> None:
+    assert {"docker-process", "docker-container", "fake"} <= set(BACKENDS)
+    fake = create_backend("fake", Settings())
+    assert isinstance(fake, SandboxBackend)
+    with pytest.raises(ValueError, match="unknown backend 'nope'; known: docker-process"):
+        create_backend("nope", Settings())
+
+
+def _imported(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add((node.module or "").partition(".")[0])
+    return names
+
+
+def test_only_the_docker_backend_imports_docker() -> None:
+    importers = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if "docker" in _imported(path)
+    }
+    assert importers == {"backends/docker.py"}
+
+
+# -- the pool ----------------------------------------------------------------------------------
+async def _until(condition, seconds: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(seconds):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+def _job(code: str = "x") -> Job:
+    return Job(code=code, stdin="hi", limits=LIMITS)
+
+
+def test_pool_fills_reuses_after_settling_and_leaves_nothing_behind() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend()
+        pool = WarmPool(backend, size=2, memory_mb=256)
+        pool.start()
+        await _until(lambda: pool.ready_count == 2)
+        sandbox = await pool.acquire(1)
+        result = decide(await sandbox.run(_job()), LIMITS)
+        pool.release(sandbox, result)
+        await _until(lambda: pool.ready_count == 2)
+        assert await pool.acquire(1) is sandbox  # the warmest one first
+        pool.release(sandbox, None)  # a failed run: removed, and replaced
+        await _until(lambda: sandbox.id in backend.removed and pool.ready_count == 2)
+        await pool.stop()
+        assert backend.sandboxes == {} and len(backend.removed) == len(backend.created)
+
+    asyncio.run(scenario())
+
+
+def test_pool_of_a_backend_without_reuse_discards_every_used_sandbox() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend(reuse=False)
+        pool = WarmPool(backend, size=1, memory_mb=256)
+        pool.start()
+        ids = []
+        for _ in range(3):
+            sandbox = await pool.acquire(5)
+            ids.append(sandbox.id)
+            pool.release(sandbox, decide(await sandbox.run(_job()), LIMITS))
+        await pool.stop()
+        assert len(set(ids)) == 3 and backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+def test_pool_reports_warm_up_failures_and_recovers() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend(create_failures=3)
+        pool = WarmPool(backend, size=1, memory_mb=256)
+        pool.start()
+        await _until(lambda: pool.last_error is not None)
+        assert not pool.is_warm() and pool.last_error == "fake warm-up failed"
+        sandbox = await pool.acquire(10)  # retried with back-off until one is made
+        assert pool.last_error is None and sandbox.id == "fake-1"
+        pool.release(sandbox, None)
+        await pool.stop()
+        assert backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+def test_dead_pooled_sandboxes_are_never_handed_out() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend()
+        pool = WarmPool(backend, size=2, memory_mb=256)
+        pool.start()
+        await _until(lambda: pool.ready_count == 2)
+        for sandbox in list(backend.sandboxes.values()):
+            sandbox.alive = False  # removed from outside
+        fresh = await pool.acquire(5)
+        assert fresh.is_alive() and fresh.id not in ("fake-1", "fake-2")
+        pool.release(fresh, None)
+        await pool.stop()
+
+    asyncio.run(scenario())
+
+
+# -- the executor and admission ------------------------------------------------------------------
+def _executor(backend: FakeBackend, **overrides: object) -> Executor:
+    settings = Settings(pool_size=2, isolation="container", **overrides)  # type: ignore[arg-type]
+    return Executor(settings, backends={"container": backend})
+
+
+def test_executor_answers_the_backends_observation_through_the_verdict_rule() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend(
+            lambda job: observed(stdout=b"out", stderr=b"err", exit_code=1, memory_error=True)
+        )
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            answer = await executor.execute(ExecuteRequest(code="x", memory_mb=128), "r1")
+        finally:
+            await executor.stop()
+        assert (answer.status, answer.exit_code, answer.limit) == ("memory_limit", 1, "memory")
+        assert (
+            answer.stderr == "err" and answer.error == "err\nboxed: memory limit of 128 MiB reached"
+        )
+        assert answer.output == "out" and answer.request_id == "r1" and answer.cpu_ms == 1.0
+        assert backend.jobs[0].limits.memory_mb == 128
+        assert backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [
+        lambda job: (_ for _ in ()).throw(SandboxError("engine lost")),
+        lambda job: observed(started=False),
+    ],
+    ids=["sandbox-error", "never-started"],
+)
+def test_infrastructure_failures_are_503s_never_verdicts(behaviour) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        backend = FakeBackend(behaviour)
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            with pytest.raises(ServiceUnavailable):
+                await executor.execute(ExecuteRequest(code="x"), "r")
+        finally:
+            await executor.stop()
+        assert backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+def test_backend_down_is_a_503_with_its_reason_and_readiness_says_so() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend()
+        backend.up = False
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            with pytest.raises(ServiceUnavailable, match="fake engine down"):
+                await executor.execute(ExecuteRequest(code="x"), "r")
+            state = executor.readiness()
+            assert not executor.ready
+            assert (state["backend"], state["backend_up"], state["problem"]) == (
+                "fake",
+                False,
+                "fake engine down",
+            )
+        finally:
+            await executor.stop()
+
+    asyncio.run(scenario())
+
+
+def test_admission_bounds_running_snippets_and_refuses_past_the_queue() -> None:
+    async def scenario() -> None:
+        release = asyncio.Event()
+        running = []
+
+        async def slow(job: Job):  # type: ignore[no-untyped-def]
+            running.append(job)
+            await release.wait()
+            return observed()
+
+        backend = FakeBackend(slow)
+        executor = _executor(backend, max_concurrency=2, max_queue=1)
+        await executor.start()
+        try:
+            calls = [
+                asyncio.create_task(executor.execute(ExecuteRequest(code="x"), f"r{i}"))
+                for i in range(3)
+            ]
+            await _until(lambda: len(running) == 2)
+            with pytest.raises(Overloaded, match="queue full"):
+                await executor.execute(ExecuteRequest(code="x"), "r4")
+            assert executor.admission.running == 2 and executor.admission.waiting == 1
+            release.set()
+            answers = await asyncio.gather(*calls)
+            assert [a.status for a in answers] == ["ok"] * 3
+        finally:
+            await executor.stop()
+        assert backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+def test_reaper_removes_only_what_stays_unowned_twice() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend()
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            await _until(lambda: executor.pool.ready_count == 2)
+            orphan = await backend.create_warm(256)  # made by nobody this executor knows
+            assert await executor.reap() == 0  # seen once
+            assert await executor.reap() == 1 and orphan.id in backend.removed
+            assert executor.pool.ready_count == 2  # its own were spared
+        finally:
+            await executor.stop()
+
+    asyncio.run(scenario())
+
+
+def test_fake_sandboxes_implement_the_interface() -> None:
+    async def scenario() -> Sandbox:
+        return await FakeBackend().create_warm(256)
+
+    assert isinstance(asyncio.run(scenario()), Sandbox)
