@@ -87,8 +87,9 @@ SIGKILL_EXIT = 128 + 9
 
 
 def _limit_and_status(obs: Observation) -> tuple[Status, Limit | None]:
-    if not obs.started:  # whatever stopped it, the code never ran
-        raise NotAVerdict("the sandbox's child died before running the code")
+    if not obs.started:  # whatever stopped it, the code never ran: stderr is the set-up's
+        why = obs.stderr[-300:].decode(errors="replace").strip() or f"exit {obs.exit_code}"
+        raise NotAVerdict(f"the sandbox's child died before running the code: {why}")
     if obs.killed_for == KILLED_WALL:
         return Status.TIMEOUT, Limit.WALL
     if obs.killed_for == KILLED_CPU:

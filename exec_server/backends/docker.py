@@ -42,6 +42,7 @@ BACKEND_LABEL = "boxed.backend"
 EXIT_WAIT = 1.0  # longest wait for a finished container to exit before it is removed
 WARMUP_TIMEOUT = 60.0
 DIAGNOSTICS_KEPT = 2000
+GVISOR_HOST_PIDS = 1024  # host tasks of one gVisor sandbox: the sentry's, the gofer's, stubs
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
@@ -116,6 +117,13 @@ class AttachStream:
         except OSError:
             return False
 
+    async def close_input(self) -> None:
+        """End the supervisor's stdin (the container is made with ``stdin_once``)."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
     async def wait_closed(self, seconds: float) -> None:
         """Wait (briefly) for the stream to end: the container has exited."""
         try:
@@ -155,16 +163,18 @@ class DockerSandbox(SupervisedSandbox):
         self.backend = backend
 
     async def resize(self, memory_mb: int) -> None:
-        await self.backend.resize(self.id, memory_mb)
-        self.memory_mb = memory_mb
+        if self.backend.resizable:
+            await self.backend.resize(self.id, memory_mb)
+        self.memory_mb = memory_mb  # the child's own limit, which the supervisor sets
 
     async def oom_killed(self) -> bool:
         return await self.backend.oom_killed(self.id)
 
     async def discard(self) -> bool:
         if self.runs and not self.reusable and not self.broken:
-            # The supervisor exits after its one run: removing an exited container costs the
-            # engine a delete only, where removing it a moment earlier costs a kill too.
+            # After its one run the supervisor exits when its stdin closes: removing an exited
+            # container costs the engine a delete only, a moment earlier a kill too.
+            await self.stream.close_input()
             await self.stream.wait_closed(EXIT_WAIT)
         self.stream.close()
         return await self.backend.remove(self.id)
@@ -182,6 +192,16 @@ class DockerBackend:
         self._client = client
         self._client_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(settings.max_concurrency * 2 + 16)
+        gvisor = settings.runtime == "runsc"
+        # gVisor's runsc cannot update a running container's limits: its containers are made
+        # with room for the largest request, and each child keeps its own limit (RLIMIT_AS).
+        self.resizable = not gvisor
+        # Under gVisor the host's pids cgroup counts the sentry's threads and stub processes,
+        # so it only backstops; the snippet's own process limit is RLIMIT_NPROC, which each
+        # gVisor kernel counts for its own sandbox alone (on runc it would count the sandbox
+        # uid across every container of the host: there the pids cgroup is the limit).
+        self.host_pids_limit = GVISOR_HOST_PIDS if gvisor else settings.pids_limit
+        self.child_nproc = settings.pids_limit if gvisor else None
         self.labels = {
             SERVICE_LABEL: "boxed",
             INSTANCE_LABEL: settings.instance_label,
@@ -215,6 +235,7 @@ class DockerBackend:
             "nofile": s.nofile,
             "fsize": s.tmpfs_mb * 1024 * 1024,  # as the tmpfs: one file can fill it, no more
             "cpus": s.cpus,
+            "nproc": self.child_nproc,
             "reuse": self.reuses_sandboxes,  # diagnostics only: the host decides reuse
         }
         sources = json.dumps(module_sources())
@@ -236,7 +257,7 @@ class DockerBackend:
             cap_add=SUPERVISOR_CAPS,
             security_opt=["no-new-privileges"],
             sysctls=IPC_SYSCTLS,
-            pids_limit=s.pids_limit,
+            pids_limit=self.host_pids_limit,
             mem_limit=limit,
             memswap_limit=limit,
             nano_cpus=int(s.cpus * 1e9),
@@ -263,7 +284,8 @@ class DockerBackend:
                 hostname="sandbox",
                 labels=self.labels,
                 name=name,
-                stdin_open=True,
+                stdin_open=True,  # and StdinOnce (docker-py, not detached): our end of the
+                # attach stream closing ends the supervisor's stdin
                 network_disabled=True,
                 host_config=self.api.create_host_config(**self.host_options(memory_mb)),
             )["Id"]
@@ -281,7 +303,8 @@ class DockerBackend:
     # -- the interface ----------------------------------------------------------------------------
     async def create_warm(self, memory_mb: int | None = None) -> DockerSandbox:
         memory_mb = memory_mb or self.settings.memory_mb_default
-        container_id, sock = await self._call(self._create_and_start, memory_mb)
+        room = memory_mb if self.resizable else self.settings.memory_mb_max
+        container_id, sock = await self._call(self._create_and_start, room)
         sandbox = DockerSandbox(self, container_id, AttachStream(sock), memory_mb)
         try:
             await sandbox.wait_ready(WARMUP_TIMEOUT)

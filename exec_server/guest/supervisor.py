@@ -22,7 +22,7 @@ child that drops to the sandbox uid before it runs anything of the snippet's:
   its cap, and reports the exit status it reaped itself (never anything the snippet wrote).
   After the run it kills every process of the sandbox uid (found in /proc, until none is left;
   the supervisor and the zygote are root's), empties ``/tmp``
-  (as the sandbox uid, through ``setfsuid``), and proves the container clean before the next
+  (with the sandbox uid as its effective uid), and proves the container clean before the next
   child is forked.
 
 The code and input never pass through the supervisor's memory (they are spliced from stdin into
@@ -34,6 +34,7 @@ refuses ``PR_SET_CHILD_SUBREAPER``), and its death ends every process in the con
 """
 
 import ctypes
+import errno
 import gc
 import json
 import math
@@ -107,10 +108,17 @@ def _read_exact(n):
 
 
 def _receive_body(fd, size):
-    """Move the snippet body from stdin into the child's memfd without copying it into this
-    process."""
+    """Move the snippet body from stdin into the child's memfd, spliced so that it never
+    passes through this process's memory (gVisor cannot splice: there it passes through the
+    output buffer, which is zeroed after every run)."""
     while size:
-        moved = os.splice(0, fd, size)
+        try:
+            moved = os.splice(0, fd, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                raise
+            moved = os.readv(0, [memoryview(_buffer)[: min(size, len(_buffer))]])
+            _write_all(memoryview(_buffer)[:moved], fd)
         if not moved:
             raise EOFError("stdin closed inside a request")
         size -= moved
@@ -123,6 +131,9 @@ def _set_limits(limits, config):
         mapped = int(f.read().split()[0]) * page
     address_space = mapped + int(limits["memory_mb"]) * 1024 * 1024  # its own share on top
     cpu = math.ceil(float(limits["cpu"])) + 1  # a backstop: the supervisor stops it on time
+    nproc = config.get("nproc")  # gVisor: its own kernel counts this sandbox's tasks alone
+    if nproc:
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
     for which, soft, hard in (
         (resource.RLIMIT_AS, address_space, address_space),
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU, then SIGKILL a second later
@@ -134,7 +145,12 @@ def _set_limits(limits, config):
         ceiling = resource.getrlimit(which)[1]
         if ceiling != resource.RLIM_INFINITY:
             soft, hard = min(soft, ceiling), min(hard, ceiling)
-        resource.setrlimit(which, (soft, hard))
+        try:
+            resource.setrlimit(which, (soft, hard))
+        except ValueError:
+            # gVisor refuses a zero message-queue limit; it has no message queues to limit
+            if which != resource.RLIMIT_MSGQUEUE:
+                raise
 
 
 def _drop_privileges(uid, gid):
@@ -145,7 +161,8 @@ def _drop_privileges(uid, gid):
         raise RuntimeError("uid/gid drop incomplete")
     with open("/proc/self/status") as f:
         caps = [line.split()[1] for line in f if line.startswith(CAP_LINES)]
-    if len(caps) != len(CAP_LINES) or any(int(c, 16) for c in caps):
+    # gVisor's /proc shows no CapAmb line; the other three must be there and empty
+    if len(caps) < len(CAP_LINES) - 1 or any(int(c, 16) for c in caps):
         raise RuntimeError(f"capabilities left after the drop: {caps}")
 
 
@@ -159,6 +176,7 @@ def _read_to_end(fd):
 def _child(body_fd, out_w, err_w, go_r, config):
     """The forked child: set up, wait for the snippet, run it. Never returns."""
     try:
+        _restore_signals()
         os.setsid()
         for fd, target in ((body_fd, 0), (out_w, 1), (err_w, 2), (go_r, 3)):
             os.dup2(fd, target)
@@ -281,13 +299,24 @@ class _Child:
         finally:
             for fd in (out_w, err_w, go_r):
                 os.close(fd)
-        self.pidfd = os.pidfd_open(self.pid)
-        self.open = {self.body_fd, self.out_r, self.err_r, self.go_w, self.pidfd}
+        self.open = {self.body_fd, self.out_r, self.err_r, self.go_w}
         self.reaped = False
+
+    def exited(self):
+        """Whether the child has ended (left a zombie to reap), without reaping it."""
+        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
     def hand_over(self, limits):
         """Give the child its limits: it runs the snippet already spliced into its memfd."""
-        _write_all(json.dumps(limits).encode(), self.go_w)
+        try:
+            _write_all(json.dumps(limits).encode(), self.go_w)
+        except BrokenPipeError:  # it died in its set-up: say why
+            os.set_blocking(self.err_r, False)
+            try:
+                why = os.read(self.err_r, 2000).decode(errors="replace").strip()
+            except BlockingIOError:
+                why = "no message"
+            raise RuntimeError(why) from None
         self.close(self.go_w)
         self.close(self.body_fd)
 
@@ -447,15 +476,40 @@ def _tree_cpu_seconds(uid, ticks_at_start):
     return max(_cpu_ticks(_snippet_processes(uid)) - ticks_at_start, 0) / CLOCK_TICKS
 
 
-def _serve_one(header, child, config):
+class _ChildExits:
+    """Wakes the supervisor's poll when any child ends: SIGCHLD through a wake-up pipe (gVisor
+    has no pidfd_open). The children restore the signal dispositions they inherit."""
+
+    def __init__(self):
+        self.read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.fds = {self.read_fd, write_fd}
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+
+    def drain(self):
+        try:
+            while os.read(self.read_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def _restore_signals():
+    """A snippet starts with the signal dispositions of ``python -c``."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _serve_one(header, child, config, exits):
     _receive_body(child.body_fd, int(header["size"]))
     uid = int(config["uid"])
     wall, cpu_limit = float(header["wall"]), float(header["cpu"])
     cpus = float(config["cpus"])  # the container's CPU quota: CPU time grows at most this fast
-    pid, pidfd = child.pid, child.pidfd
+    pid = child.pid
     run = _Run(child, int(config["output_cap"]))
     poller = select.poll()
-    for fd in (child.out_r, child.err_r, pidfd):
+    for fd in (child.out_r, child.err_r, exits.read_fd):
         poller.register(fd, select.POLLIN)
     _report[0:2] = b"\0\0"
     oom_before = _oom_kills()
@@ -477,8 +531,9 @@ def _serve_one(header, child, config):
                 break
             cpu_check = now + max(left / cpus, 0.01)
         for fd, _ in poller.poll(math.ceil((min(deadline, cpu_check) - now) * 1000)):
-            if fd == pidfd:
-                exited = True
+            if fd == exits.read_fd:
+                exits.drain()
+                exited = child.exited()
             elif fd in run.kinds and not run.forward(fd):
                 poller.unregister(fd)
                 run.close(fd)
@@ -486,7 +541,6 @@ def _serve_one(header, child, config):
                 killed_for = KILLED_OUTPUT
                 break
     duration_ms = (time.monotonic() - started) * 1000
-    child.close(pidfd)
     # Whatever the snippet left running is a stray: it is killed now, before anything else.
     others = _snippet_processes(uid)
     strays = [p for p, state in others.items() if p != pid and state != "Z"]
@@ -546,24 +600,25 @@ def _wipe_dir(dir_fd, depth):
             os.unlink(entry.name, dir_fd=dir_fd)
 
 
-def _wipe_writable(uid):
-    """Empty /tmp with the sandbox uid's file rights (no capability bypasses file modes)."""
-    _libc.setfsuid(uid)
+def _wipe_writable(uid, gid):
+    """Empty /tmp with the sandbox uid's file rights (no capability bypasses file modes): the
+    effective ids are the sandbox's meanwhile, and every process of that uid is dead by now."""
+    os.setegid(gid)
+    os.seteuid(uid)
     try:
-        if _libc.setfsuid(-1) != uid:
-            raise RuntimeError("setfsuid refused")
         fd = os.open(WRITABLE, os.O_RDONLY | os.O_DIRECTORY)
         try:
             _wipe_dir(fd, 0)
         finally:
             os.close(fd)
     finally:
-        _libc.setfsuid(0)
-    if _libc.setfsuid(-1) != 0:
-        raise RuntimeError("could not restore fsuid 0")
+        os.seteuid(0)
+        os.setegid(0)
+    if os.geteuid() != 0 or os.getegid() != 0:
+        raise RuntimeError("could not restore the effective ids")
 
 
-def _problems(uid, zygote):
+def _problems(uid, gid, zygote, exits):
     """Everything that keeps this container from serving another snippet (empty: clean)."""
     found = []
     if not _kill_all(uid):
@@ -572,7 +627,7 @@ def _problems(uid, zygote):
     if others:
         found.append(f"unexpected processes: {sorted(others)}")
     try:
-        _wipe_writable(uid)
+        _wipe_writable(uid, gid)
     except (OSError, RuntimeError) as exc:
         found.append(f"cannot empty {WRITABLE}: {exc!r}")
     if os.listdir(WRITABLE):
@@ -585,9 +640,9 @@ def _problems(uid, zygote):
         except OSError:
             pass
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
-    expected = [0, 1, 2, zygote.sock.fileno()]
-    if fds[:3] != [0, 1, 2] or len(fds) > 5 or not set(expected) <= set(fds):
-        found.append(f"supervisor descriptors leaked: {fds}")  # 5: with the one listdir used
+    expected = {0, 1, 2, zygote.sock.fileno(), *exits.fds}
+    if not expected <= set(fds) or len(fds) > len(expected) + 1:  # + the one listdir used
+        found.append(f"supervisor descriptors leaked: {fds}")
     try:
         with open(f"/proc/{zygote.pid}/stat", "rb") as f:
             if f.read().rpartition(b")")[2].split()[0] in (b"Z", b"X"):
@@ -608,8 +663,9 @@ def _become_reaper():
 def main(config):
     _become_reaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 then ignores every signal it can
-    uid = int(config["uid"])
+    uid, gid = int(config["uid"]), int(config["gid"])
     zygote = _Zygote(config)  # before anything else is open: it inherits nothing of later runs
+    exits = _ChildExits()
     gc.freeze()
     heavy = False  # the kind of child forked ahead: the kind the last snippet needed
     child = _Child(config)
@@ -626,17 +682,20 @@ def main(config):
             if child is not None and child.heavy != heavy:
                 child.discard()  # forked ahead for the other kind
                 child = None
-                _wipe_writable(uid)  # its working directory
+                _wipe_writable(uid, gid)  # its working directory
             child = child or _Child(config, zygote if heavy else None)
-            _serve_one(header, child, config)
+            _serve_one(header, child, config, exits)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
             _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
         if child:
             child.discard()  # a no-op after a run; fds of a failed one
         child = None
         if header.get("last"):
-            return  # the container is discarded: no clean-up to prove (PID 1's exit ends all)
-        problems = _problems(uid, zygote)
+            # The container is discarded: no clean-up to prove. Exit once the host has read
+            # the result and closed stdin (gVisor may drop output written just before PID 1
+            # exits); PID 1's exit ends every process left.
+            continue
+        problems = _problems(uid, gid, zygote, exits)
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:
