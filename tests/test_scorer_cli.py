@@ -362,6 +362,24 @@ def test_api_models_accept_the_contract() -> None:
     assert api.ScoreRow.model_validate(row).status == "correct"
 
 
+def test_trl_reward_example_runs_as_written() -> None:
+    """`python examples/trl_reward.py`, as its docs say: a right answer without </think> earns
+    1.0 with binary and -1.0 (a format error) with interleaved."""
+    proc = subprocess.run(
+        [sys.executable, "examples/trl_reward.py"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "binary       with </think>: +1.0   without: +1.0",
+        "interleaved  with </think>: +1.0   without: -1.0",
+    ]
+
+
 # --- what a terminal shows -----------------------------------------------------------------
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
