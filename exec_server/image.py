@@ -45,7 +45,7 @@ def image_exists(tag: str) -> bool:
 def build_offline_base(
     tag: str = OFFLINE_BASE, suite: str = "bookworm", mirror: str = DEBIAN_MIRROR
 ) -> str:
-    """debootstrap a minimal Debian with Python, sympy and numpy, and ``docker import`` it."""
+    """debootstrap a minimal Debian with Python and pip, and ``docker import`` it."""
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install -y debootstrap)")
     with tempfile.TemporaryDirectory(prefix="boxed-rootfs-") as tmp:
