@@ -9,7 +9,16 @@ list of acceptable answers.
     from trl import GRPOTrainer
     from examples.trl_reward import make_reward
 
-    trainer = GRPOTrainer(..., reward_funcs=[make_reward("interleaved")])
+    trainer = GRPOTrainer(..., reward_funcs=[make_reward("interleaved")])  # thinking models
+    trainer = GRPOTrainer(..., reward_funcs=[make_reward("binary")])  # any other model
+
+Pick the preset for the model you train. ``"interleaved"`` is the seed environment's rules,
+written for models that think in ``<think>...</think>``: a completion WITHOUT ``</think>`` is a
+format error and gets -1.0 EVEN WHEN ITS ANSWER IS RIGHT (``\\boxed{4}`` alone for "2+2"
+earns -1.0). A model that does not emit ``</think>`` (an instruct model, a chat model without
+a reasoning template) would be punished on every sample, so give it ``"binary"``: 1.0 for a
+right boxed answer, 0.0 otherwise, no format rules. ``python examples/trl_reward.py`` shows
+both on two completions.
 
 A completion that cannot be graded (say, an unreadable message list) gets ``None``, which TRL
 treats as "no reward for this sample" instead of a made-up number.
@@ -26,10 +35,12 @@ RewardFunc = Callable[..., list[float | None]]
 
 
 def make_reward(preset: str = "binary", *, timeout: float = 5.0, **overrides: float) -> RewardFunc:
-    """A reward function for ``preset`` (``"binary"``: 1/0 on the last box after
-    ``</think>``; ``"interleaved"``: the seed environment's rules, -1 on format errors and
-    +0.2 for an answered tool call). ``overrides`` change reward values, e.g.
-    ``wrong_reward=-1.0``; ``timeout`` bounds each equivalence check, in seconds."""
+    """A reward function for ``preset``: ``"binary"`` (1/0 on the last box after the last
+    ``</think>``, or in the whole text when there is none: for any model) or ``"interleaved"``
+    (the seed environment's rules, for thinking models: -1 on format errors, including a
+    right answer without ``</think>``, and +0.2 for an answered tool call). ``overrides``
+    change reward values, e.g. ``wrong_reward=-1.0``; ``timeout`` bounds each equivalence
+    check, in seconds."""
     options = GradeOptions(rewards=reward_config(preset, **overrides), timeout=timeout)
 
     def reward(
@@ -50,3 +61,14 @@ def make_reward(preset: str = "binary", *, timeout: float = 5.0, **overrides: fl
 
 reward = make_reward("binary")
 """Binary reward: 1.0 for a right boxed answer, 0.0 otherwise."""
+
+
+if __name__ == "__main__":
+    # Two right answers to "2+2", from a thinking model and from one that does not think.
+    completions = [
+        "<think>2+2 is 4.</think> The answer is \\boxed{4}.",
+        "The answer is \\boxed{4}.",
+    ]
+    for preset in ("binary", "interleaved"):
+        rewards = make_reward(preset)(completions=completions, answer=["4", "4"])
+        print(f"{preset:<12} with </think>: {rewards[0]:+.1f}   without: {rewards[1]:+.1f}")

@@ -12,6 +12,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import create_app
+    from .logging_filters import uvicorn_log_config
     from .settings import Settings
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
@@ -24,6 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
+        log_config=uvicorn_log_config(),  # successful healthchecks stay out of the access log
         timeout_graceful_shutdown=settings.timeout_max + 5,
         # above common client pool idle times: a client must not reuse a connection we close
         timeout_keep_alive=75,

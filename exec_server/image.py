@@ -3,22 +3,31 @@
 Offline, the base root filesystem comes from ``debootstrap`` (Debian's package mirror is the
 only network it needs) and is loaded with ``docker import``; the Dockerfiles then build on it
 with ``--network host`` and install Python packages only from wheels already on disk.
+
+Both ways, the sandbox gets Debian bookworm's Python 3.11 and the packages pinned in
+``docker/sandbox/requirements.txt``, recorded in the image's labels (:func:`sandbox_versions`).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
 OFFLINE_BASE = "boxed-base:bookworm"
 DEBIAN_MIRROR = os.environ.get("BOXED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-BASE_PACKAGES = ["python3", "python3-sympy", "python3-numpy", "python3-pip", "ca-certificates"]
+# The sandbox's Python packages come from pinned wheels (docker/sandbox/requirements.txt), not
+# from Debian: its python3-sympy and python3-numpy are older than what an online build gets.
+BASE_PACKAGES = ["python3", "python3-pip", "ca-certificates"]
 # Trimmed from the root filesystem: caches and documentation nobody in a sandbox reads.
 _PRUNE = ["var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info"]
 
@@ -36,7 +45,7 @@ def image_exists(tag: str) -> bool:
 def build_offline_base(
     tag: str = OFFLINE_BASE, suite: str = "bookworm", mirror: str = DEBIAN_MIRROR
 ) -> str:
-    """debootstrap a minimal Debian with Python, sympy and numpy, and ``docker import`` it."""
+    """debootstrap a minimal Debian with Python and pip, and ``docker import`` it."""
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install -y debootstrap)")
     with tempfile.TemporaryDirectory(prefix="boxed-rootfs-") as tmp:
@@ -79,13 +88,72 @@ def build(
     return tag
 
 
+SANDBOX_DIR = DOCKER_DIR / "sandbox"
+SANDBOX_REQUIREMENTS = SANDBOX_DIR / "requirements.txt"
+SANDBOX_WHEELS_DIR = SANDBOX_DIR / "wheels"
+SANDBOX_PYTHON = "3.11"  # Debian bookworm's python3, online and offline
+PYTHON_LABEL = "boxed.python"
+PACKAGES_LABEL = "boxed.packages"
+
+
+def sandbox_pins(path: Path = SANDBOX_REQUIREMENTS) -> dict[str, str]:
+    """The sandbox's pinned packages, ``{name: version}``, from its requirements file."""
+    pins = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            if not sep:
+                raise ValueError(f"{path}: {line!r} is not pinned as name==version")
+            pins[name.strip()] = version.strip()
+    return pins
+
+
+def download_sandbox_wheels() -> Path:
+    """Fetch on this host the wheels of the sandbox's pinned packages, for the offline build
+    (manylinux wheels for the image's Python, whatever Python runs here)."""
+    machine = platform.machine()
+    SANDBOX_WHEELS_DIR.mkdir(parents=True, exist_ok=True)
+    _run(
+        [
+            sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
+            "--python-version", SANDBOX_PYTHON, "--implementation", "cp",
+            "--platform", f"manylinux2014_{machine}", "--platform", f"manylinux_2_28_{machine}",
+            "-d", str(SANDBOX_WHEELS_DIR), "-r", str(SANDBOX_REQUIREMENTS),
+        ]
+    )  # fmt: skip
+    return SANDBOX_WHEELS_DIR
+
+
 def build_sandbox_image(tag: str, *, offline: bool = False, base: str | None = None) -> str:
-    """Build the sandbox image; offline, make the Debian base first when it is missing."""
-    if offline and base is None:
-        base = OFFLINE_BASE
-        if not image_exists(base):
-            build_offline_base(base)
+    """Build the sandbox image; offline, make the Debian base first when it is missing and
+    download the pinned wheels on this host."""
+    if offline:
+        if base is None:
+            base = OFFLINE_BASE
+            if not image_exists(base):
+                build_offline_base(base)
+        download_sandbox_wheels()
     return build("sandbox", tag, base=base)
+
+
+def sandbox_versions(labels: Mapping[str, str] | None) -> dict[str, Any]:
+    """The sandbox's Python and package versions as its image's labels record them, e.g.
+    ``{"python": "3.11.2", "packages": {"mpmath": "1.3.0", "numpy": "2.4.6", ...}}``, for the
+    service to report. ``None`` for what the labels do not say (an image built before they
+    existed, or by another Dockerfile): unknown, never guessed."""
+    labels = labels or {}
+    python = labels.get(PYTHON_LABEL) or None
+    packages = None
+    try:
+        parsed = json.loads(labels.get(PACKAGES_LABEL) or "null")
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
+    ):
+        packages = dict(sorted(parsed.items()))
+    return {"python": python, "packages": packages}
 
 
 SERVER_IMAGE = "boxed-server:latest"

@@ -1,8 +1,9 @@
 """``python -m scorer``: grade trajectory files offline, or summarise OpenEnv episode logs.
 
 stdout carries only JSON lines (one row per trajectory, then with ``--json`` one
-``{"summary": ...}`` line), so it can be piped; everything for humans (the summary table,
-malformed-line reports, the progress bar) goes to stderr. Exit codes: 0 when the run finished
+``{"summary": ...}`` line), so it can be piped; rows go to a terminal only with ``--rows``.
+Everything for humans (the summary table, malformed-line reports, the progress bar, drawn with
+rich only when stderr is a terminal) goes to stderr. Exit codes: 0 when the run finished
 (even if some lines were bad: they are ``error`` rows), 2 for a usage error or a file that
 cannot be read or written, 130 when interrupted.
 """
@@ -15,8 +16,24 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, TextIO
+
+from rich import box
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.progress import Task as ProgressTask
+from rich.table import Table
+from rich.text import Text
 
 from scorer.grading import (
     DEFAULT_TIMEOUT,
@@ -41,47 +58,99 @@ class CliError(Exception):
     """A problem that ends the run with exit code 2 (bad file, bad option)."""
 
 
-class Progress:
-    """A hand-written progress bar on stderr, shown only on a TTY and only once a run has
-    lasted half a second (short runs stay quiet)."""
+class ProgressBar:
+    """Grading progress on stderr, drawn with rich: it fits the terminal's width (columns are
+    dropped before anything wraps), shows elapsed time and an ETA, is drawn only when enabled
+    (stderr is a terminal) and only once a run has lasted half a second, and is erased when
+    the run ends, so the summary lands on a clean screen."""
 
-    def __init__(self, stream: TextIO, total: int | None, enabled: bool) -> None:
-        self.stream = stream
-        self.total = total
+    DELAY = 0.5
+
+    def __init__(
+        self,
+        console: Console,
+        total: int | None,
+        enabled: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.console = console
         self.enabled = enabled
-        self.done = 0
-        self.start = time.monotonic()
+        self.clock = clock
+        self.start = clock()
         self.last_draw = 0.0
-        self.drawn = False
+        self.live = False
+        self.progress = Progress(
+            *progress_columns(console.width, total),
+            console=console,
+            transient=True,
+            refresh_per_second=4,  # elapsed time ticks even while one slow check runs
+            redirect_stdout=False,  # rows go to stdout: never through the bar
+            redirect_stderr=False,
+            get_time=clock,
+        )
+        self.task = self.progress.add_task("grading", total=total)
 
     def advance(self, n: int) -> None:
-        self.done += n
-        now = time.monotonic()
-        if not self.enabled or now - self.start < 0.5 or now - self.last_draw < 0.1:
+        self.progress.advance(self.task, n)
+        if not self.enabled:
             return
-        self.last_draw = now
-        rate = self.done / max(now - self.start, 1e-9)
-        if self.total:
-            frac = min(self.done / self.total, 1.0)
-            bar = "#" * int(frac * 30)
-            text = f"[{bar:<30}] {self.done}/{self.total} {frac:6.1%} {rate:7.1f} lines/s"
-        else:
-            text = f"{self.done} lines {rate:7.1f} lines/s"
-        self.stream.write("\r" + text)
-        self.stream.flush()
-        self.drawn = True
+        now = self.clock()
+        if not self.live and now - self.start >= self.DELAY:
+            self.progress.start()
+            self.live = True
+        if self.live and now - self.last_draw >= 0.1:
+            self.last_draw = now
+            self.progress.refresh()
 
     def clear(self) -> None:
-        if self.drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self.drawn = False
+        """Erase the bar (for good: the run is over)."""
+        if self.live:
+            self.progress.stop()
+            self.live = False
 
     def message(self, text: str) -> None:
-        """Print a line on stderr without tearing the bar."""
-        self.clear()
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        """Print a line on stderr above the bar, without tearing it."""
+        if self.live:
+            self.console.print(text, markup=False, highlight=False)
+        else:
+            say(self.console, text)
+
+
+def say(console: Console, text: str) -> None:
+    """One line for humans on stderr: wrapped at word boundaries to fit a terminal; written
+    as it is elsewhere, so a log keeps one line per message."""
+    if console.file.isatty():
+        console.print(text, markup=False, highlight=False)
+    else:
+        console.file.write(text + "\n")
+        console.file.flush()
+
+
+class _RateColumn(ProgressColumn):
+    """Lines graded per second (rich's own speed column counts bytes)."""
+
+    def render(self, task: ProgressTask) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:.0f} lines/s")
+
+
+def progress_columns(width: int, total: int | None) -> list[ProgressColumn]:
+    """The bar's columns for a terminal ``width`` wide: the bar, percentage, elapsed and ETA
+    always (about 40 columns with a short bar); the line count and the rate when they fit."""
+    if total is None:  # stdin: no total, so no percentage and no ETA
+        columns: list[ProgressColumn] = [
+            BarColumn(bar_width=None),
+            TextColumn("{task.completed} lines"),
+            TimeElapsedColumn(),
+        ]
+        return columns + ([_RateColumn()] if width >= 60 else [])
+    columns = [BarColumn(bar_width=None), TaskProgressColumn()]
+    if width >= 70:
+        columns.append(MofNCompleteColumn())
+    columns += [TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
+    if width >= 90:
+        columns.append(_RateColumn())
+    return columns
 
 
 class Source:
@@ -176,7 +245,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _add_io_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="input files; '-' reads stdin")
-    p.add_argument("-o", "--output", metavar="OUT", help="write result lines here, not stdout")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("-o", "--output", metavar="OUT", help="write result lines here, not stdout")
+    where.add_argument(
+        "--rows",
+        action="store_true",
+        help="print result lines on stdout even when it is a terminal (a pipe or a file "
+        "always gets them)",
+    )
     p.add_argument(
         "--json",
         action="store_true",
@@ -195,52 +271,103 @@ def _fmt(value: Any, *, pct: bool = False) -> str:
     return str(value)
 
 
-def format_summary(summary: dict[str, Any]) -> str:
-    """The human-readable summary table of a grading run."""
+def summary_table(summary: dict[str, Any]) -> Table:
+    """The human-readable summary of a grading run, as a rich table."""
     rw = summary.get("rewards", {})
     verdicts = summary["graded"] - summary["timeouts"]
-    lines = [
-        f"preset {rw.get('preset', '?')}: {summary['count']} trajectories",
-        f"  accuracy        {_fmt(summary['accuracy'], pct=True)}"
-        f"  ({summary['correct']}/{verdicts} with a verdict)",
-        f"  mean reward     {_fmt(summary['mean_reward'])}",
-        f"  no answer       {_fmt(summary['no_answer_rate'], pct=True)}",
-        f"  format error    {_fmt(summary['format_error_rate'], pct=True)}",
-        f"  tool use        {_fmt(summary['tool_use_rate'], pct=True)}",
-        f"  timeouts        {summary['timeouts']}",
-        f"  errors          {summary['errors']}",
-    ]
+    table = Table(
+        title=f"preset {rw.get('preset', '?')}: {summary['count']} trajectories",
+        show_header=False,
+        show_edge=False,
+        box=box.SIMPLE,
+        title_justify="left",
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("detail")
+    table.add_row(
+        "accuracy",
+        _fmt(summary["accuracy"], pct=True),
+        f"{summary['correct']}/{verdicts} with a verdict",
+    )
+    table.add_row("mean reward", _fmt(summary["mean_reward"]), "")
+    table.add_row("no answer", _fmt(summary["no_answer_rate"], pct=True), "")
+    table.add_row("format error", _fmt(summary["format_error_rate"], pct=True), "")
+    table.add_row("tool use", _fmt(summary["tool_use_rate"], pct=True), "")
+    table.add_row("timeouts", str(summary["timeouts"]), "")
+    table.add_row("errors", str(summary["errors"]), "")
     if "pass_at_k" in summary:
         ks = "  ".join(f"pass@{k} {v:.4f}" for k, v in summary["pass_at_k"].items())
-        lines.append(f"  groups          {summary['groups']}: {ks}")
-    return "\n".join(lines)
+        table.add_row("groups", str(summary["groups"]), ks)
+    return table
 
 
-def format_openenv_summary(summary: dict[str, Any]) -> str:
+def openenv_table(summary: dict[str, Any]) -> Table:
     """The human-readable per-task table of OpenEnv episodes."""
-    header = f"{'task':<24} {'episodes':>8} {'success':>8} {'score':>8} {'steps':>7} {'errors':>7}"
-    lines = [header]
+    table = Table(box=box.SIMPLE, show_edge=False)
+    for name, justify in (
+        ("task", "left"),
+        ("episodes", "right"),
+        ("success", "right"),
+        ("score", "right"),
+        ("steps", "right"),
+        ("errors", "right"),
+        ("", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
 
-    def line(name: str, s: dict[str, Any]) -> str:
-        return (
-            f"{name[:24]:<24} {s['episodes']:>8} {_fmt(s['success_rate'], pct=True):>8} "
-            f"{_fmt(s['mean_score']):>8} {_fmt(s['mean_steps']):>7} {s['errors']:>7}"
-            + (f"  ({s['incomplete']} incomplete)" if s["incomplete"] else "")
+    def row(name: str, s: dict[str, Any]) -> None:
+        table.add_row(
+            Text(name),  # a task name is data: never rich markup
+            str(s["episodes"]),
+            _fmt(s["success_rate"], pct=True),
+            _fmt(s["mean_score"]),
+            _fmt(s["mean_steps"]),
+            str(s["errors"]),
+            f"({s['incomplete']} incomplete)" if s["incomplete"] else "",
         )
 
     for task, s in summary["tasks"].items():
-        lines.append(line(task, s))
-    lines.append(line("all", summary))
-    return "\n".join(lines)
+        row(task, s)
+    table.add_section()
+    row("all", summary)
+    return table
 
 
-def _open_output(path: str | None, stdout: TextIO) -> tuple[TextIO, bool]:
-    if path is None:
-        return stdout, False
-    try:
-        return open(path, "w", encoding="utf-8"), True  # noqa: SIM115
-    except OSError as e:
-        raise CliError(f"cannot write {path}: {e.strerror or e}") from None
+class Rows:
+    """Where result lines go: the ``-o`` file; else stdout, unless stdout is a terminal and
+    ``--rows`` was not given (wide JSON would flood it; a pipe or a file always gets them)."""
+
+    def __init__(self, args: argparse.Namespace, stdout: TextIO) -> None:
+        self.count = 0
+        self.close_after = args.output is not None
+        self.to_terminal = False
+        self.out: IO[str] | None
+        if args.output is not None:
+            try:
+                self.out = open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+            except OSError as e:
+                raise CliError(f"cannot write {args.output}: {e.strerror or e}") from None
+        elif args.rows or not stdout.isatty():
+            self.out = stdout
+            self.to_terminal = stdout.isatty()
+        else:
+            self.out = None
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.count += 1
+        if self.out is not None:
+            _write(self.out, row)
+
+    def close(self) -> None:
+        if self.close_after and self.out is not None:
+            self.out.close()
+
+    def note(self) -> str | None:
+        """What to tell the user when rows were held back from the terminal."""
+        if self.out is not None or not self.count:
+            return None
+        return f"scorer: {self.count} rows not printed to the terminal (--rows or -o FILE)"
 
 
 def _write(out: IO[str], obj: Any) -> None:
@@ -248,7 +375,7 @@ def _write(out: IO[str], obj: Any) -> None:
 
 
 def _run_grade(
-    args: argparse.Namespace, sources: list[Source], stdout: TextIO, stderr: TextIO
+    args: argparse.Namespace, sources: list[Source], stdout: TextIO, console: Console
 ) -> int:
     overrides = {
         "correct_reward": args.correct_reward,
@@ -275,12 +402,14 @@ def _run_grade(
         except ValueError as e:
             raise CliError(str(e)) from None
     options = GradeOptions(rewards=rewards, timeout=args.timeout)
-    show = not args.no_progress and stderr.isatty()
+    rows_out = Rows(args, stdout)
+    # Rows printed to the terminal show progress themselves (and a bar would tear them).
+    show = not args.no_progress and console.file.isatty() and not rows_out.to_terminal
     total = None
     if show:
         counts = [s.count_lines() for s in sources]
         total = None if None in counts else sum(c for c in counts if c is not None)
-    progress = Progress(stderr, total, show)
+    progress = ProgressBar(console, total, show)
 
     def tasks() -> Iterator[Task]:
         for src in sources:
@@ -290,7 +419,6 @@ def _run_grade(
                 else:
                     progress.advance(1)
 
-    out, close_out = _open_output(args.output, stdout)
     kept: list[dict[str, Any]] = []
     try:
         for rows in grade_lines(
@@ -302,48 +430,57 @@ def _run_grade(
             on_line=progress.advance,
         ):
             for row in rows:
-                _write(out, row)
+                rows_out.write(row)
                 kept.append({k: row[k] for k in _SUMMARY_KEYS} | {"correct": row["correct"]})
                 if row["status"] == "error":
                     where = f"{row['file']}:{row['line']}"
                     progress.message(f"scorer: {where}: {row['error']}")
-        progress.clear()
-        summary = summarize(kept, rewards)
-        summary["files"] = [s.name for s in sources]
-        if args.json:
-            _write(stdout, {"summary": summary})
-        else:
-            stderr.write(format_summary(summary) + "\n")
     finally:
         progress.clear()
-        if close_out:
-            out.close()
+        rows_out.close()
+    summary = summarize(kept, rewards)
+    summary["files"] = [s.name for s in sources]
+    _report(args, rows_out, summary_table(summary), summary, stdout, console)
     return EXIT_OK
 
 
 def _run_openenv(
-    args: argparse.Namespace, sources: list[Source], stdout: TextIO, stderr: TextIO
+    args: argparse.Namespace, sources: list[Source], stdout: TextIO, console: Console
 ) -> int:
-    out, close_out = _open_output(args.output, stdout)
+    rows_out = Rows(args, stdout)
     episodes = []
     try:
         for src in sources:
             eps, problems = parse_log(src.lines())
             for line, problem in problems:
-                stderr.write(f"scorer: {src.name}:{line}: {problem}\n")
+                say(console, f"scorer: {src.name}:{line}: {problem}")
             for ep in eps:
-                _write(out, {"file": src.name, **ep.to_row()})
+                rows_out.write({"file": src.name, **ep.to_row()})
             episodes.extend(eps)
     finally:
-        if close_out:
-            out.close()
+        rows_out.close()
     summary = summarize_episodes(episodes)
     summary["files"] = [s.name for s in sources]
+    _report(args, rows_out, openenv_table(summary), summary, stdout, console)
+    return EXIT_OK
+
+
+def _report(
+    args: argparse.Namespace,
+    rows_out: Rows,
+    table: Table,
+    summary: dict[str, Any],
+    stdout: TextIO,
+    console: Console,
+) -> None:
+    """The end of a run: the held-back-rows note and the summary (JSON line or table)."""
+    note = rows_out.note()
+    if note:
+        say(console, note)
     if args.json:
         _write(stdout, {"summary": summary})
     else:
-        stderr.write(format_openenv_summary(summary) + "\n")
-    return EXIT_OK
+        console.print(table)
 
 
 def main(
@@ -358,19 +495,20 @@ def main(
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     args = _build_parser().parse_args(argv)
+    console = Console(file=stderr, highlight=False)
     try:
         if args.files.count("-") > 1:
             raise CliError("'-' (stdin) may be given once")
         sources = [Source(name, stdin) for name in args.files]
         if args.command == "openenv":
-            return _run_openenv(args, sources, stdout, stderr)
+            return _run_openenv(args, sources, stdout, console)
         kinds = {s.openenv for s in sources}
         if kinds == {True}:
-            return _run_openenv(args, sources, stdout, stderr)
+            return _run_openenv(args, sources, stdout, console)
         if len(kinds) > 1:
             logs = ", ".join(s.name for s in sources if s.openenv)
             raise CliError(f"cannot grade OpenEnv logs ({logs}) together with JSONL files")
-        return _run_grade(args, sources, stdout, stderr)
+        return _run_grade(args, sources, stdout, console)
     except CliError as e:
         stderr.write(f"scorer: error: {e}\n")
         return EXIT_USAGE

@@ -39,6 +39,7 @@ def test_compose_up_serves_seed_payload_and_down_cleans_up() -> None:
     if not image.image_exists(image.OFFLINE_BASE):
         image.build_offline_base()
     image.download_wheels()
+    image.download_sandbox_wheels()  # so that compose's sandbox build installs only from them
     project = f"boxede2e{uuid.uuid4().hex[:6]}"
     port = free_port()
     instance = f"{project}-instance"

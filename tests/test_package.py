@@ -62,3 +62,26 @@ def test_admission_bounds_running_and_queue() -> None:
     # 2 run, 1 waits and times out after 0.2 s, 2 are refused at once: the queue holds 1.
     assert peak == 2
     assert outcomes == ["queue full", "queue full", "ran", "ran", "waited too long"]
+
+
+def test_installed_commands_answer_help() -> None:
+    """`boxed --help` and `boxed-scorer --help`: each [project.scripts] target, run as the
+    installed script runs it (this checkout's code, whatever is installed)."""
+    import tomllib
+
+    from exec_server.testing import REPO
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == {"boxed", "boxed-scorer"}
+    expected = {"boxed": ["serve", "build-image", "healthcheck"], "boxed-scorer": ["grade"]}
+    for name, target in scripts.items():
+        module, func = target.split(":")
+        code = (
+            f"import sys; sys.argv[0] = {name!r}; from {module} import {func}; sys.exit({func}())"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, "--help"], capture_output=True, text=True, cwd=REPO
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("usage: ")
+        assert all(word in out.stdout for word in expected[name]), out.stdout

@@ -4,15 +4,27 @@ fixtures in tests/data/traces/ (each fixture line says what it tests)."""
 
 from __future__ import annotations
 
+import fcntl
+import io
 import json
+import os
+import pty
+import re
+import struct
 import subprocess
 import sys
+import termios
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import pyte
 import pytest
+from rich.console import Console
 
-from scorer import api
+from scorer import api, cli
+from scorer.cli import ProgressBar, progress_columns
 
 TRACES = Path(__file__).parent / "data" / "traces"
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,12 +44,15 @@ FLAT = [
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    # cwd is the fixtures folder: PYTHONPATH makes it this checkout's scorer that runs, not
+    # whichever one is pip-installed.
     return subprocess.run(
         [sys.executable, "-m", "scorer", *args],
         input=stdin,
         capture_output=True,
         text=True,
         cwd=TRACES,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=120,
     )
 
@@ -99,12 +114,21 @@ def test_reward_flags_override_preset_values() -> None:
     assert [r["reward"] for r in rows] == [2.5, 2.5, -0.5, -0.5, 0.0, 0.0, 0.0, -0.5, 2.0]
 
 
+def table_row(text: str, first: str) -> list[str]:
+    """The cells (words) of the summary-table line that starts with ``first``."""
+    [line] = [ln for ln in text.splitlines() if ln.strip().startswith(first)]
+    return line.split()
+
+
 def test_table_summary_goes_to_stderr() -> None:
     proc = run("grade", "flat.jsonl", "-j", "1")
     rows, s = split(proc.stdout)
-    assert len(rows) == 9 and s is None
-    assert "accuracy        77.8%  (7/9 with a verdict)" in proc.stderr
-    assert "tool use        44.4%" in proc.stderr
+    assert len(rows) == 9 and s is None  # stdout is a pipe: the rows, as ever
+    assert proc.stderr.splitlines()[0].rstrip() == "preset binary: 9 trajectories"
+    assert table_row(proc.stderr, "accuracy") == "accuracy 77.8% 7/9 with a verdict".split()
+    assert table_row(proc.stderr, "tool use") == ["tool", "use", "44.4%"]
+    assert table_row(proc.stderr, "errors") == ["errors", "0"]
+    assert "\x1b" not in proc.stderr  # not a terminal: no colours, no cursor moves
 
 
 def test_jobs_2_keeps_input_order() -> None:
@@ -338,18 +362,174 @@ def test_api_models_accept_the_contract() -> None:
     assert api.ScoreRow.model_validate(row).status == "correct"
 
 
-def test_progress_bar_draws_and_clears() -> None:
-    import io
+def test_trl_reward_example_runs_as_written() -> None:
+    """`python examples/trl_reward.py`, as its docs say: a right answer without </think> earns
+    1.0 with binary and -1.0 (a format error) with interleaved."""
+    proc = subprocess.run(
+        [sys.executable, "examples/trl_reward.py"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "binary       with </think>: +1.0   without: +1.0",
+        "interleaved  with </think>: +1.0   without: -1.0",
+    ]
 
-    from scorer.cli import Progress
 
-    stream = io.StringIO()
-    bar = Progress(stream, total=10, enabled=True)
-    bar.start -= 1.0  # pretend the run has lasted a second: the bar shows
-    bar.advance(5)
-    assert "5/10" in stream.getvalue() and "50.0%" in stream.getvalue()
+# --- what a terminal shows -----------------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def visible_segments(raw: str) -> list[str]:
+    """What each write between line feeds and carriage returns puts on a line, without the
+    escape sequences: none may be wider than the terminal, or it wraps (the old staircase)."""
+    return re.split(r"[\r\n]", ANSI.sub("", raw))
+
+
+def screen_of(raw: str, width: int, height: int = 30) -> list[str]:
+    """The terminal's final screen after ``raw``, trailing blanks stripped."""
+    screen = pyte.Screen(width, height)
+    pyte.Stream(screen).feed(raw.replace("\n", "\r\n"))  # a tty's newline translation
+    return [line.rstrip() for line in screen.display]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def narrow_console(width: int = 50) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, force_terminal=True, width=width, color_system=None), buf
+
+
+def test_progress_bar_fits_a_narrow_terminal_and_leaves_it_clean() -> None:
+    console, raw = narrow_console(50)
+    clock = FakeClock()
+    bar = ProgressBar(console, total=1000, enabled=True, clock=clock)
+    bar.advance(10)
+    assert raw.getvalue() == ""  # the first half second draws nothing
+    for _ in range(40):
+        clock.now += 0.25
+        bar.advance(10)
+    drawn = screen_of(raw.getvalue(), 50)
+    [line] = [ln for ln in drawn if ln]
+    # 410 of 1000 after 10.25 s: 41 %, elapsed 0:00:10, about 15 s to go
+    assert "41%" in line and "0:00:10" in line and "eta 0:00:1" in line, line
+    bar.message("scorer: x.jsonl:3: not JSON [1]")  # brackets are text, not rich markup
+    bar.clear()
+    assert all(len(seg) <= 50 for seg in visible_segments(raw.getvalue()))
+    assert [ln for ln in screen_of(raw.getvalue(), 50) if ln] == [
+        "scorer: x.jsonl:3: not JSON [1]"
+    ]  # the message stays, the bar is gone
+
+
+def test_progress_columns_follow_the_width() -> None:
+    wide = [type(c).__name__ for c in progress_columns(120, 10)]
+    narrow = [type(c).__name__ for c in progress_columns(50, 10)]
+    assert "MofNCompleteColumn" in wide and "_RateColumn" in wide
+    assert "MofNCompleteColumn" not in narrow and "_RateColumn" not in narrow
+    assert "TimeRemainingColumn" in narrow and "TimeElapsedColumn" in narrow
+    assert "TimeRemainingColumn" not in [type(c).__name__ for c in progress_columns(50, None)]
+
+
+def test_progress_bar_disabled_draws_nothing() -> None:
+    console, raw = narrow_console(50)
+    clock = FakeClock()
+    bar = ProgressBar(console, total=10, enabled=False, clock=clock)
+    clock.now += 5
+    bar.advance(10)
     bar.message("scorer: x.jsonl:3: not JSON")
-    assert stream.getvalue().endswith("\r\x1b[Kscorer: x.jsonl:3: not JSON\n")
-    quiet = io.StringIO()
-    Progress(quiet, total=10, enabled=False).advance(10)
-    assert quiet.getvalue() == ""
+    bar.clear()
+    assert raw.getvalue() == "scorer: x.jsonl:3: not JSON\n"
+
+
+class TtyIO(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_rows_reach_a_terminal_only_with_rows_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(TRACES)
+    out, err = TtyIO(), io.StringIO()
+    assert cli.main(["grade", "flat.jsonl", "-j1"], stdout=out, stderr=err) == 0
+    assert out.getvalue() == ""
+    assert "scorer: 9 rows not printed to the terminal (--rows or -o FILE)\n" in err.getvalue()
+    assert table_row(err.getvalue(), "accuracy")[1] == "77.8%"
+
+    out, err = TtyIO(), io.StringIO()
+    assert cli.main(["grade", "flat.jsonl", "-j1", "--rows"], stdout=out, stderr=err) == 0
+    rows, _ = split(out.getvalue())
+    assert [r["id"] for r in rows] == [i for i, *_ in FLAT]
+    assert "not printed" not in err.getvalue()
+
+
+def test_rows_and_output_are_exclusive() -> None:
+    proc = run("grade", "flat.jsonl", "--rows", "-o", "x.jsonl")
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+
+
+def test_real_terminal_50_columns_wide(tmp_path: Path) -> None:
+    """The CLI on a real pseudo-terminal 50 columns wide (stdout and stderr), stdin fed in two
+    parts, the second one once the first has been graded and the bar's half second is over, so
+    that the bar is drawn: nothing wider than the terminal, and the final screen holds just the
+    error line, the note and the summary, no bar, no rows."""
+    lines = (TRACES / "flat.jsonl").read_text().splitlines(keepends=True) * 10
+    lines.insert(45, "not json\n")
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 50, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scorer", "grade", "-", "-j1"],
+        stdin=subprocess.PIPE,
+        stdout=terminal,
+        stderr=terminal,
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(ROOT), "TERM": "xterm"},
+    )
+    os.close(terminal)
+    chunks: list[bytes] = []
+    first_part_graded = threading.Event()
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(controller, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                return
+            if not data:
+                return
+            chunks.append(data)
+            if b"not JSON" in b"".join(chunks):
+                first_part_graded.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert proc.stdin is not None
+    proc.stdin.write("".join(lines[:50]).encode())  # the CLI reads 50 lines, then grades
+    proc.stdin.flush()
+    assert first_part_graded.wait(timeout=60)  # line 46 is reported as it is graded
+    time.sleep(ProgressBar.DELAY + 0.2)
+    proc.stdin.write("".join(lines[50:]).encode())
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    reader.join(timeout=10)
+    os.close(controller)
+    raw = b"".join(chunks).decode()
+    assert "lines" in ANSI.sub("", raw)  # the stdin bar ("N lines") was drawn
+    assert all(len(seg) <= 50 for seg in visible_segments(raw))
+    final = [ln for ln in screen_of(raw.replace("\r\n", "\n"), 50) if ln]
+    assert final[0].startswith("scorer: -:46: not JSON")
+    assert final[1] == "scorer: 91 rows not printed to the terminal"
+    assert final[2] == "(--rows or -o FILE)"  # wrapped by rich at a word, not by the terminal
+    assert "preset binary: 91 trajectories" in final
+    assert final[-1].split() == ["errors", "1"]
+    assert not any("{" in ln or "lines" in ln for ln in final)  # no row, no bar left

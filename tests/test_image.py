@@ -1,0 +1,134 @@
+"""The sandbox image's Python packages: one pin list (docker/sandbox/requirements.txt) that
+the online and the offline build both install, the labels that record it, the build's own
+checks, and an offline build (Docker) that holds exactly those versions."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exec_server import image
+
+CHECK = image.SANDBOX_DIR / "check_versions.py"
+
+
+def dockerfile_arg(name: str) -> str:
+    text = (image.SANDBOX_DIR / "Dockerfile").read_text()
+    [value] = re.findall(rf"^ARG {name}=(.*)$", text, re.MULTILINE)
+    return value.strip("'")
+
+
+def test_dockerfile_labels_match_the_pin_file() -> None:
+    assert json.loads(dockerfile_arg("PACKAGES")) == image.sandbox_pins()
+    assert dockerfile_arg("PYTHON_VERSION").startswith(image.SANDBOX_PYTHON + ".")
+    assert set(image.sandbox_pins()) >= {"sympy", "mpmath", "numpy"}
+
+
+def test_pins_must_be_exact(tmp_path: Path) -> None:
+    loose = tmp_path / "requirements.txt"
+    loose.write_text("# comment\nsympy==1.14.0  # exact\nnumpy>=2\n")
+    with pytest.raises(ValueError, match="'numpy>=2' is not pinned"):
+        image.sandbox_pins(loose)
+
+
+def test_sandbox_versions_reads_the_labels() -> None:
+    labels = {
+        "boxed.python": "3.11.2",
+        "boxed.packages": '{"sympy":"1.14.0","mpmath":"1.3.0","numpy":"2.4.6"}',
+        "other": "x",
+    }
+    assert image.sandbox_versions(labels) == {
+        "python": "3.11.2",
+        "packages": {"mpmath": "1.3.0", "numpy": "2.4.6", "sympy": "1.14.0"},
+    }
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [None, {}, {"boxed.packages": "not json"}, {"boxed.packages": '["sympy"]'}],
+)
+def test_sandbox_versions_unknown_is_none(labels: dict[str, str] | None) -> None:
+    assert image.sandbox_versions(labels) == {"python": None, "packages": None}
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(CHECK), *args], capture_output=True, text=True)
+
+
+def test_build_check_refuses_a_label_that_differs_from_the_pins(tmp_path: Path) -> None:
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("sympy==0.0.1\n")  # not what this host has either
+    proc = check("versions", "0.0", '{"sympy": "0.0.2"}', str(reqs))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "the PACKAGES label {'sympy': '0.0.2'} differs" in proc.stderr
+    assert "the label says 0.0" in proc.stderr
+    assert "installed {'sympy': '" in proc.stderr
+
+
+def test_build_check_refuses_an_unpinned_dependency(tmp_path: Path) -> None:
+    pytest.importorskip("sympy")
+    from importlib.metadata import version
+
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text(f"sympy=={version('sympy')}\n")  # without mpmath
+    proc = check("dependencies", str(reqs))
+    assert proc.returncode == 1
+    assert "sympy needs mpmath" in proc.stderr and "pinned: None" in proc.stderr
+    reqs.write_text(f"sympy=={version('sympy')}\nmpmath=={version('mpmath')}\n")
+    assert check("dependencies", str(reqs)).returncode == 0
+
+
+# --- a real offline build -----------------------------------------------------------------
+
+TAG = "boxed-sandbox:pins-test"  # not :latest, which other services here use
+
+
+def docker(*args: str) -> str:
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def stage_images() -> set[str]:
+    """The builder-stage images the classic builder keeps (see the Dockerfile's label)."""
+    out = docker("image", "ls", "-q", "--filter", "label=boxed.stage=sandbox-packages")
+    return set(out.split())
+
+
+@pytest.fixture(scope="module")
+def offline_image() -> Iterator[str]:
+    """The sandbox image built offline once for this module, removed after."""
+    before = stage_images()
+    image.build_sandbox_image(TAG, offline=True)
+    try:
+        yield TAG
+    finally:
+        docker("rmi", TAG)
+        for leftover in stage_images() - before:
+            docker("rmi", leftover)
+
+
+@pytest.mark.docker
+def test_offline_image_holds_and_labels_the_pinned_versions(offline_image: str) -> None:
+    pins = image.sandbox_pins()
+    labels = json.loads(docker("image", "inspect", "-f", "{{json .Config.Labels}}", offline_image))
+    expected = {"python": dockerfile_arg("PYTHON_VERSION"), "packages": pins}
+    assert image.sandbox_versions(labels) == expected
+    code = (
+        "import platform, sympy, numpy, mpmath; "
+        "print(platform.python_version(), sympy.__version__, numpy.__version__, "
+        "mpmath.__version__)"
+    )
+    out = docker("run", "--rm", "--network", "none", offline_image, "python3", "-c", code)
+    assert out.split() == [expected["python"], pins["sympy"], pins["numpy"], pins["mpmath"]]
+    recorded = docker(
+        "run", "--rm", "--network", "none", offline_image, "cat", "/etc/boxed-sandbox.json"
+    )
+    assert json.loads(recorded) == expected
+    assert docker("run", "--rm", "--network", "none", offline_image, "id", "-u") == "10001"

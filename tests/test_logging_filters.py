@@ -1,0 +1,114 @@
+"""The quiet healthcheck: successful probes leave the access log, everything else stays, with
+real log records and a real uvicorn server."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from exec_server import __main__ as cli
+from exec_server.logging_filters import QuietProbes, uvicorn_log_config
+from exec_server.testing import REPO, free_port
+
+
+def access_record(path: str, status: int, method: str = "GET") -> logging.LogRecord:
+    """A record as uvicorn's HTTP protocols log one request."""
+    logger = logging.getLogger("uvicorn.access")
+    args = ("127.0.0.1:50000", method, path, "1.1", status)
+    return logger.makeRecord(
+        logger.name, logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d', args, None
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "kept"),
+    [
+        ("/readyz", 200, False),
+        ("/healthz", 200, False),
+        ("/readyz?verbose=1", 200, False),
+        ("/readyz", 503, True),  # a failing probe is news
+        ("/healthz", 500, True),
+        ("/execute", 200, True),
+        ("/readyzz", 200, True),
+        ("/v1/readyz", 200, True),
+    ],
+)
+def test_filter_drops_only_successful_probes(path: str, status: int, kept: bool) -> None:
+    record = access_record(path, status)
+    assert record.getMessage() == f'127.0.0.1:50000 - "GET {path} HTTP/1.1" {status}'
+    assert QuietProbes().filter(record) is kept
+
+
+def test_filter_passes_other_records() -> None:
+    logger = logging.getLogger("uvicorn.access")
+    plain = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "hello", None, None)
+    odd = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "%s %s", ("a", "b"), None)
+    assert QuietProbes().filter(plain) and QuietProbes().filter(odd)
+
+
+SERVER = """
+import sys, uvicorn
+from exec_server.logging_filters import uvicorn_log_config
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    status = 503 if scope["query_string"] == b"fail" else 200
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_config=uvicorn_log_config())
+"""
+
+
+def test_uvicorn_with_the_config_logs_no_successful_probe() -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(port)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{url}/execute", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+        for path in ("/readyz", "/healthz", "/readyz", "/readyz?fail", "/score"):
+            httpx.get(url + path, timeout=5)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    access = [line for line in out.splitlines() if "HTTP/1.1" in line]
+    assert [line.split('"')[1] for line in access] == [
+        "GET /execute HTTP/1.1",
+        "GET /readyz?fail HTTP/1.1",
+        "GET /score HTTP/1.1",
+    ]
+    assert access[1].endswith(" 503 Service Unavailable")
+
+
+def test_serve_passes_the_quiet_config_to_uvicorn(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    import exec_server.app
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(exec_server.app, "create_app", lambda settings: "the app")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.update(kwargs, app=app))
+    assert cli.main(["serve", "--port", "5999"]) == 0
+    assert seen["app"] == "the app" and seen["port"] == 5999
+    assert seen["log_config"] == uvicorn_log_config()
+    assert seen["log_config"]["loggers"]["uvicorn.access"]["filters"] == ["quiet_probes"]
