@@ -270,11 +270,10 @@ async def bench_server(server: Server, args: argparse.Namespace) -> list[Phase]:
         warm = await run_phase(c, server, "warm-up", SUM, 16, args.warm, 30.0)
         print(f"{server.name}: warmed ({warm.ok}/{warm.sent} right)", file=sys.stderr)
         for name, snippet, concurrency, most in phases:
-            waited = await quiet(server, args.quiet)
+            cpu_phase = name == "sum" and concurrency == CPU_CONCURRENCY
+            waited = await quiet(server, args.quiet) if cpu_phase or not args.quick else 0.0
             most = args.quick_requests.get(concurrency, most) if args.quick else most
-            sampler = None
-            if name == "sum" and concurrency == CPU_CONCURRENCY:
-                sampler = CpuSampler(server.classes).start()
+            sampler = CpuSampler(server.classes).start() if cpu_phase else None
             row = await run_phase(c, server, name, snippet, concurrency, most, args.budget)
             if sampler is not None:
                 row.cpu = cpu_figures(sampler.stop(), row.ok)
