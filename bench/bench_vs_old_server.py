@@ -84,9 +84,19 @@ class Phase:
 class Server:
     name: str
     url: str
-    pid: int
     output_field: str  # where the snippet's stdout is in the answer
-    classes: Classes
+    classes: Classes  # its processes' classes, for the CPU account
+
+
+@dataclass
+class Plan:
+    budget: float  # seconds per phase
+    quiet: float  # most seconds to wait for quiet before a phase
+    warm: int  # warm-up snippets
+    quick: bool  # one burst at C = 64 and 256, quiet only before the CPU phase
+
+    def requests(self, concurrency: int, most: int) -> int:
+        return {64: 64, 256: 256}.get(concurrency, most) if self.quick else most
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -216,17 +226,17 @@ async def run_phase(
     seconds = time.perf_counter() - started
     ms = [v * 1000 for v in latencies]
     return Phase(
-        server.name,
-        name,
-        concurrency,
-        sent,
-        len(ms),
-        seconds,
-        len(ms) / seconds,
-        pct(ms, 50),
-        pct(ms, 99),
-        dict(errors),
-        wrong,
+        server=server.name,
+        phase=name,
+        concurrency=concurrency,
+        sent=sent,
+        ok=len(ms),
+        seconds=seconds,
+        per_second=len(ms) / seconds,
+        p50_ms=pct(ms, 50),
+        p99_ms=pct(ms, 99),
+        errors=dict(errors),
+        wrong_samples=wrong,
     )
 
 
@@ -262,19 +272,19 @@ def cpu_figures(account: Account, snippets: int) -> dict[str, Any]:
     }
 
 
-async def bench_server(server: Server, args: argparse.Namespace) -> list[Phase]:
+async def bench_server(server: Server, plan: Plan) -> list[Phase]:
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     phases = SUM_PHASES + (SYMPY_PHASES if server.name != OLD else [])
     rows = []
     async with httpx.AsyncClient(base_url=server.url, timeout=CLIENT_TIMEOUT, limits=limits) as c:
-        warm = await run_phase(c, server, "warm-up", SUM, 16, args.warm, 30.0)
+        warm = await run_phase(c, server, "warm-up", SUM, 16, plan.warm, 30.0)
         print(f"{server.name}: warmed ({warm.ok}/{warm.sent} right)", file=sys.stderr)
         for name, snippet, concurrency, most in phases:
             cpu_phase = name == "sum" and concurrency == CPU_CONCURRENCY
-            waited = await quiet(server, args.quiet) if cpu_phase or not args.quick else 0.0
-            most = args.quick_requests.get(concurrency, most) if args.quick else most
+            waited = await quiet(server, plan.quiet) if cpu_phase or not plan.quick else 0.0
+            most = plan.requests(concurrency, most)
             sampler = CpuSampler(server.classes).start() if cpu_phase else None
-            row = await run_phase(c, server, name, snippet, concurrency, most, args.budget)
+            row = await run_phase(c, server, name, snippet, concurrency, most, plan.budget)
             if sampler is not None:
                 row.cpu = cpu_figures(sampler.stop(), row.ok)
             rows.append(row)
@@ -286,19 +296,17 @@ async def bench_server(server: Server, args: argparse.Namespace) -> list[Phase]:
     return rows
 
 
-def run_old(args: argparse.Namespace) -> list[Phase]:
+def run_old(plan: Plan) -> list[Phase]:
     old = OldServer().start()
     try:
         assert old.proc is not None
-        server = Server(
-            OLD, old.url, old.proc.pid, "output", Classes(old.proc.pid, "sandbox side", None)
-        )
-        return asyncio.run(bench_server(server, args))
+        classes = Classes(old.proc.pid, "sandbox side", None)
+        return asyncio.run(bench_server(Server(OLD, old.url, "output", classes), plan))
     finally:
         old.stop()
 
 
-def run_boxed(args: argparse.Namespace, name: str, extra: dict[str, str]) -> list[Phase]:
+def run_boxed(plan: Plan, name: str, extra: dict[str, str]) -> list[Phase]:
     service, dropped = boxed_service(extra)
     if dropped:
         print(
@@ -307,9 +315,8 @@ def run_boxed(args: argparse.Namespace, name: str, extra: dict[str, str]) -> lis
     service.start(ready_timeout=180)
     try:
         assert service.proc is not None
-        pid = service.proc.pid
-        server = Server(name, service.url, pid, "stdout", Classes(pid, "service", service.instance))
-        return asyncio.run(bench_server(server, args))
+        classes = Classes(service.proc.pid, "service", service.instance)
+        return asyncio.run(bench_server(Server(name, service.url, "stdout", classes), plan))
     finally:
         service.stop()
 
@@ -454,18 +461,18 @@ def main() -> None:
     extra = parse_env(args.boxed_env)
     if args.runtime:
         extra["BOXED_RUNTIME"] = args.runtime
-    args.quiet, args.warm = 20.0, 64
-    args.quick_requests = {1: 3000, 16: 10000, 64: 64, 256: 256}  # one burst at 64 and 256
     if args.quick:
-        args.budget, args.quiet, args.warm = min(args.budget, 1.0), 1.0, 16
+        plan = Plan(budget=min(args.budget, 1.0), quiet=1.0, warm=16, quick=True)
+    else:
+        plan = Plan(budget=args.budget, quiet=20.0, warm=64, quick=False)
     boxed = "boxed (" + (" ".join(f"{k}={v}" for k, v in extra.items()) or "defaults") + ")"
     load = os.getloadavg()
     started = time.monotonic()
-    rows = run_old(args) + run_boxed(args, boxed, extra)
+    rows = run_old(plan) + run_boxed(plan, boxed, extra)
     out = ratios(rows, boxed)
     print(
         f"\n{os.cpu_count()} CPUs, load average {load[0]:.2f} at start, "
-        f"{time.monotonic() - started:.0f} s in all; budget {args.budget:g} s per phase\n"
+        f"{time.monotonic() - started:.0f} s in all; budget {plan.budget:g} s per phase\n"
     )
     print(phase_table(rows))
     for row in rows:
@@ -482,7 +489,8 @@ def main() -> None:
                 "platform": platform.platform(),
                 "python": platform.python_version(),
             },
-            "args": {"budget": args.budget, "quick": args.quick, "boxed_env": extra},
+            "plan": asdict(plan),
+            "boxed_env": extra,
             "boxed": boxed,
             "phases": [asdict(r) for r in rows],
             "ratios": out,
