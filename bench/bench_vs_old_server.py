@@ -185,7 +185,8 @@ async def run_phase(
     most: int,
     budget: float,
 ) -> Phase:
-    """Send up to ``most`` snippets, ``concurrency`` at once, starting none after ``budget`` s."""
+    """Send up to ``most`` snippets, ``concurrency`` at once; after ``budget`` s start no more
+    (but the first ``concurrency``: a burst at C = 256 is 256 requests in flight)."""
     code, expected = snippet
     gate = asyncio.BoundedSemaphore(concurrency)
     latencies: list[float] = []
@@ -198,8 +199,8 @@ async def run_phase(
     async def one() -> None:
         nonlocal sent
         async with gate:
-            if time.perf_counter() >= deadline:
-                return
+            if sent >= concurrency and time.perf_counter() >= deadline:
+                return  # the first burst always goes out whole
             sent += 1
             t = time.perf_counter()
             try:
