@@ -42,7 +42,7 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
-from proc_cpu import ATTRIBUTED, Account, Classes, CpuSampler  # noqa: E402
+from proc_cpu import ATTRIBUTED, OTHER_CONTAINERS, Account, Classes, CpuSampler  # noqa: E402
 
 from exec_server.testing import ServiceProcess, free_port  # noqa: E402
 
@@ -368,8 +368,13 @@ def cpu_table(row: Phase) -> str:
     )
     lines.append(f"| the /proc sampler itself (this bench) | {cpu['sampler_ms']:.2f} |")
     lines.append(f"| machine busy, all CPUs (/proc/stat) | {cpu['machine_busy_ms']:.2f} |")
+    if ms.get(OTHER_CONTAINERS, 0.0) > 0:
+        lines.append(
+            "\nOther instances' containers ran meanwhile: the engine and kernel lines include "
+            "work done for them (the engine is shared)."
+        )
     if cpu["docker_cgroups_ms"] is not None:
-        side = ms.get("sandbox side", 0.0) + ms.get("containers of other instances", 0.0)
+        side = ms.get("sandbox side", 0.0) + ms.get(OTHER_CONTAINERS, 0.0)
         lines.append(
             f"\nCross-check: every Docker container's cgroup (cpuacct, removed ones included) "
             f"{cpu['docker_cgroups_ms']:.2f} ms/snippet; sandbox side + other instances' "
