@@ -374,11 +374,12 @@ def cpu_table(row: Phase) -> str:
             "work done for them (the engine is shared)."
         )
     if cpu["docker_cgroups_ms"] is not None:
-        side = ms.get("sandbox side", 0.0) + ms.get(OTHER_CONTAINERS, 0.0)
+        ours = row.server != OLD  # boxed's sandbox side is in containers, the old one's is not
+        side = ms.get("sandbox side", 0.0) * ours + ms.get(OTHER_CONTAINERS, 0.0)
         lines.append(
             f"\nCross-check: every Docker container's cgroup (cpuacct, removed ones included) "
-            f"{cpu['docker_cgroups_ms']:.2f} ms/snippet; sandbox side + other instances' "
-            f"containers by /proc {side:.2f}."
+            f"{cpu['docker_cgroups_ms']:.2f} ms/snippet; "
+            f"{'sandbox side + ' if ours else ''}other instances' containers by /proc {side:.2f}."
         )
     if cpu["containers_not_identified"]:
         lines.append(
