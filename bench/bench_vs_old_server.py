@@ -15,11 +15,11 @@ One httpx.AsyncClient with keep-alive and a bounded semaphore per concurrency C 
 ``print(sum(range(100)))`` at C = 1, 16, 64 and 256; every answer is checked (HTTP 200 and
 ``4950\\n`` as the output) and anything else is counted by kind. On boxed, ``print(1)`` and an
 ``import sympy`` snippet also run at C = 1. A phase ends at its request count or after
-``--budget`` seconds (no new request starts after it; the ones in flight finish), and starts
-once the server and its sandboxes have gone quiet. During the C = 16 phase /proc is sampled
-(bench/proc_cpu.py) to split CPU per snippet by process class. Prints markdown tables and the
-issue's ratios; ``--json`` writes everything. Exits 0 whatever the figures: it reports, it does
-not judge (a non-zero exit means the bench itself broke).
+``--budget`` seconds (no new request starts after it but the first C, a whole burst; the ones
+in flight finish), and starts once the server and its sandboxes have gone quiet. During the
+C = 16 phase /proc is sampled (bench/proc_cpu.py) to split CPU per snippet by process class.
+Prints markdown tables and the issue's ratios; ``--json`` writes everything. Exits 0 whatever
+the figures: it reports, it does not judge (a non-zero exit means the bench itself broke).
 """
 
 from __future__ import annotations
@@ -478,7 +478,8 @@ def main() -> None:
     rows = run_old(plan) + run_boxed(plan, boxed, extra)
     out = ratios(rows, boxed)
     print(
-        f"\n{os.cpu_count()} CPUs, load average {load[0]:.2f} at start, "
+        f"\n{os.cpu_count()} CPUs, load average {load[0]:.2f} at start and "
+        f"{os.getloadavg()[0]:.2f} at the end (other users of the machine show here), "
         f"{time.monotonic() - started:.0f} s in all; budget {plan.budget:g} s per phase\n"
     )
     print(phase_table(rows))
@@ -493,6 +494,7 @@ def main() -> None:
             "machine": {
                 "cpus": os.cpu_count(),
                 "loadavg_at_start": load,
+                "loadavg_at_end": os.getloadavg(),
                 "platform": platform.platform(),
                 "python": platform.python_version(),
             },
