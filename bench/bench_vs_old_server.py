@@ -383,8 +383,9 @@ def cpu_table(row: Phase) -> str:
         )
     if cpu["containers_not_identified"]:
         lines.append(
-            f"{cpu['containers_not_identified']} containers went before their labels could be "
-            "read (counted as other instances': ours are read while they live)."
+            f"{cpu['containers_not_identified']} containers' labels could not be read (another "
+            "engine's, or gone already): counted as other instances' (ours are read while they "
+            "live)."
         )
     return "\n".join(lines)
 

@@ -27,6 +27,11 @@ import httpx
 TICK = 1.0 / os.sysconf("SC_CLK_TCK")
 CONTAINER_ID = re.compile(r"docker[-/]([0-9a-f]{64})")
 ENGINE_PREFIXES = ("dockerd", "containerd", "runc")  # containerd-shim* included
+# The system engine's paths; an engine process started with others is another (private) engine.
+ENGINE_PATHS = ("/var/run/docker", "/run/docker", "/var/run/containerd", "/run/containerd",
+                "/var/lib/docker", "/var/lib/containerd")  # fmt: skip
+ENGINE_PATH_FLAGS = {"--config", "-address", "--address", "--containerd", "--exec-root",
+                     "--data-root", "--root", "--host", "-H", "--pidfile"}  # fmt: skip
 KERNEL_PREFIXES = ("kworker", "ksoftirqd")
 KTHREADD = 2
 DOCKER_ROOT = Path("/var/lib/docker/containers")
@@ -36,6 +41,7 @@ DOCKER_CPUACCT = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")  # cgroup v
 ATTRIBUTED = ("service", "sandbox side", "engine", "kernel", "load client")
 OTHER_CONTAINERS = "containers of other instances"
 OTHER_KTHREADS = "other kernel threads"
+OTHER_ENGINES = "other engines (private dockerd, containerd)"
 OTHER = "other processes"
 
 
@@ -62,6 +68,24 @@ def read_stat(pid: int) -> Stat | None:
     return Stat(
         comm, int(fields[1]), int(fields[19]), (utime + stime) * TICK, (cutime + cstime) * TICK
     )
+
+
+def foreign_engine(pid: int) -> bool:
+    """An engine process given paths other than the system engine's: someone's private one."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag not in ENGINE_PATH_FLAGS:
+            continue
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        path = value.removeprefix("unix://")
+        if path.startswith("/") and not path.startswith(ENGINE_PATHS):
+            return True
+    return False
 
 
 def machine_busy() -> float:
@@ -140,7 +164,8 @@ class Classes:
             cls = "kernel" if stat.comm.startswith(KERNEL_PREFIXES) else OTHER_KTHREADS
             return cls, cls
         if stat.comm.startswith(ENGINE_PREFIXES):
-            return "engine", "engine"
+            cls = OTHER_ENGINES if foreign_engine(pid) else "engine"
+            return cls, cls
         return OTHER, OTHER
 
 
