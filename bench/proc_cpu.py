@@ -181,6 +181,7 @@ class Seen:
     children_first: float
     own_last: float
     children_last: float
+    children_prev: float  # at the reading before the last: what the last reading added
     first_scan: int
     last_scan: int
     gone_at: int | None = None  # first scan that no longer found it
@@ -259,10 +260,12 @@ class CpuSampler:
                     children_first=s.children if before else 0.0,
                     own_last=s.own,
                     children_last=s.children,
+                    children_prev=s.children,
                     first_scan=scan,
                     last_scan=scan,
                 )
             else:
+                seen.children_prev = seen.children_last
                 seen.ppid, seen.own_last, seen.children_last, seen.last_scan = (
                     s.ppid,
                     s.own,
@@ -289,12 +292,16 @@ class CpuSampler:
 
     @staticmethod
     def _holder(gone: Seen, by_pid: dict[int, list[Seen]]) -> Seen | None:
-        """The nearest ancestor read after ``gone`` went: its cutime holds all of ``gone``.
+        """The nearest ancestor whose last reading holds ``gone`` (in its cutime).
 
-        Usually the parent; when the parent went in the same interval (a tree exiting
-        together), the parent's last reading lacks it and the grandparent's holds both.
+        Usually the parent. A reading from a later scan than the one that missed ``gone``
+        holds it; one from that same scan may have been taken before the reaping, so it holds
+        it only if its cutime grew by at least ``gone``'s total then. When the parent's last
+        reading lacks it (a tree exiting together: the shim that reaps a container's init
+        exits at once), the grandparent's holds both.
         """
-        child = gone
+        assert gone.gone_at is not None
+        total, child = gone.own_last + gone.children_last, gone
         for _ in range(64):
             parent = next(
                 (p for p in by_pid.get(child.ppid, []) if p.first_scan <= child.last_scan
@@ -303,7 +310,10 @@ class CpuSampler:
             )  # fmt: skip
             if parent is None:
                 return None
-            if gone.gone_at is not None and parent.last_scan >= gone.gone_at:
+            if parent.last_scan > gone.gone_at:
+                return parent
+            grew = parent.children_last - parent.children_prev
+            if parent.last_scan == gone.gone_at and grew >= total - TICK / 2:
                 return parent
             child = parent
         return None
