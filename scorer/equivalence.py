@@ -50,15 +50,16 @@ def gold_to_str(gold: str | int | float) -> str:
 CACHE_MAX_CHARS = 2_000  # longer inputs are not cached (bounded cache memory)
 
 
-def prepare(text: str) -> str:
-    """Extraction + normalization, cached (the same gold is graded against many rollouts)."""
+def prepare(text: str, *, gold: bool = False) -> str:
+    """Extraction + normalization, cached (the same gold is graded against many rollouts).
+    ``gold`` only changes what an unclosed box means (see ``normalize.extract_final_answer``)."""
     if len(text) > CACHE_MAX_CHARS:
-        return _prepare(text)
-    return _prepare_cached(text)
+        return _prepare(text, gold)
+    return _prepare_cached(text, gold)
 
 
-def _prepare(text: str) -> str:
-    return normalize_answer(extract_final_answer(text))
+def _prepare(text: str, gold: bool = False) -> str:
+    return normalize_answer(extract_final_answer(text, gold=gold))
 
 
 _prepare_cached = lru_cache(maxsize=8192)(_prepare)
@@ -95,7 +96,7 @@ def verify(pred: str, gold: str | int | float, *, timeout: float = DEFAULT_TIMEO
     if len(gold_s) > MAX_INPUT_CHARS:
         return Verdict(False, Reason.TOO_LONG, f"gold has {len(gold_s)} chars")
     p_norm = prepare(pred)
-    g_norm = prepare(gold_s)
+    g_norm = prepare(gold_s, gold=True)
     if not p_norm:
         return Verdict(False, Reason.EMPTY, "no answer")
     if not g_norm:

@@ -28,7 +28,7 @@ from scorer.parse import TooDeep, is_label, parse_answer
         ("\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}", "(3, 3), (1, 1)"),
         ("\\boxed{1} no no no no no \\boxed{2}", "2"),  # prose between: not one answer
         ("$\\boxed{1}\\boxed{2}$", "1, 2"),
-        ("\\boxed{W(n) = 1", "W(n) = 1"),  # unclosed box runs to the end
+        ("\\boxed{W(n) = 1", ""),  # an unclosed box is no answer (precision first)
         ("answer \\\\boxed{004}.", "004"),  # escaped twice
         ("\\boxed{255} ... Final Answer: The final answer is $10,455$. I hope", "10,455"),
         ("Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", "120"),
