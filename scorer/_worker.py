@@ -62,7 +62,7 @@ def handle(comparer, parse_answer, req: dict) -> dict:
         p = parse_answer(req["pred"])
         g = parse_answer(req["gold"])
         res = comparer.compare(p, g)
-        out.update(correct=bool(res.equal), reason=res.reason, detail=res.detail)
+        out.update(correct=bool(res.correct), reason=res.reason, detail=res.detail)
     except (TooDeep, RecursionError):
         out.update(correct=False, reason=Reason.TOO_DEEP, detail="expression too deep")
     except MemoryError:

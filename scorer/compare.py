@@ -23,7 +23,7 @@ from scorer.exact import (
     rounds_to,
 )
 from scorer.parse import Answer, Ast, canonical, contains, free_symbols, is_label
-from scorer.verdict import Reason
+from scorer.verdict import Reason, Verdict
 
 _MATRIX = frozenset({"matrix", "det"})
 _STRENGTH = {
@@ -37,29 +37,22 @@ _STRENGTH = {
 MAX_PAIRWISE = 40_000
 
 
-@dataclass(frozen=True)
-class Outcome:
-    equal: bool
-    reason: str
-    detail: str = ""
-
-
 class Undecided(Exception):  # noqa: N818 - a control-flow signal, not an error
     """The pure-Python backend cannot decide; the pair goes to the sympy worker."""
 
 
-def _equal(reason: str, detail: str = "") -> Outcome:
-    return Outcome(True, reason, detail)
+def _equal(reason: str, detail: str = "") -> Verdict:
+    return Verdict(True, reason, detail)
 
 
-def _unequal(reason: str = Reason.NOT_EQUAL, detail: str = "") -> Outcome:
-    return Outcome(False, reason, detail)
+def _unequal(reason: str = Reason.NOT_EQUAL, detail: str = "") -> Verdict:
+    return Verdict(False, reason, detail)
 
 
-def weakest(outcomes: list[Outcome]) -> Outcome:
+def weakest(outcomes: list[Verdict]) -> Verdict:
     """All equal -> the weakest evidence among them; else the first failure."""
     for o in outcomes:
-        if not o.equal:
+        if not o.correct:
             return o
     if not outcomes:
         return _equal(Reason.SYMBOLIC_EQUAL)
@@ -73,7 +66,7 @@ def weakest(outcomes: list[Outcome]) -> Outcome:
 class ExactBackend:
     """Leaf decisions with exact rationals only (caller-side fast path)."""
 
-    def values_equal(self, p: Ast, g: Ast) -> Outcome:
+    def values_equal(self, p: Ast, g: Ast) -> Verdict:
         vp = _try_exact(p)
         vg = _try_exact(g)
         if isinstance(vp, Fraction) and isinstance(vg, Fraction):
@@ -93,7 +86,7 @@ class ExactBackend:
     def solve_relation(self, rel: Answer) -> Answer | None:
         raise Undecided
 
-    def sets_equal(self, cp: list, cg: list) -> Outcome:
+    def sets_equal(self, cp: list, cg: list) -> Verdict:
         sp, sg = _exact_set(cp), _exact_set(cg)
         if sp is None or sg is None:
             raise Undecided
@@ -111,7 +104,7 @@ def _try_exact(node: Ast) -> Fraction | type | None:
         return None
 
 
-def exact_numbers_equal(p: Ast, vp: Fraction, g: Ast, vg: Fraction) -> Outcome:
+def exact_numbers_equal(p: Ast, vp: Fraction, g: Ast, vg: Fraction) -> Verdict:
     """Two exact rationals: equal, or a decimal standing for the other (see exact.rounds_to)."""
     if vp == vg:
         return _equal(Reason.NUMERIC_EQUAL)
@@ -245,7 +238,7 @@ class Comparer:
     def __init__(self, backend: ExactBackend) -> None:
         self.be = backend
 
-    def compare(self, p: Answer, g: Answer) -> Outcome:
+    def compare(self, p: Answer, g: Answer) -> Verdict:
         kp, kg = p[0], g[0]
         if p == g and kp != "text":
             return _equal(Reason.SYMBOLIC_EQUAL, "same structure")
@@ -272,13 +265,13 @@ class Comparer:
         return self.values(p[1], g[1])
 
     # -- leaves
-    def values(self, pa: Ast, ga: Ast) -> Outcome:
+    def values(self, pa: Ast, ga: Ast) -> Verdict:
         pm, gm = pa[0] == "matrix", ga[0] == "matrix"
         if pm and gm:
             return self._matrices(pa, ga)
         if (pm or gm) and not (contains(pa, _MATRIX) and contains(ga, _MATRIX)):
             return _unequal(Reason.STRUCTURE_MISMATCH, "matrix vs scalar")
-        last: Outcome | None = None
+        last: Verdict | None = None
         undecided = False
         for a in _alternatives(pa):
             for b in _alternatives(ga):
@@ -287,14 +280,14 @@ class Comparer:
                 except Undecided:
                     undecided = True
                     continue
-                if out.equal:
+                if out.correct:
                     return out
                 last = out
         if undecided:
             raise Undecided
         return last or _unequal()
 
-    def _matrices(self, pa: Ast, ga: Ast) -> Outcome:
+    def _matrices(self, pa: Ast, ga: Ast) -> Verdict:
         rp, rg = pa[1], ga[1]
         if len(rp) != len(rg) or len(rp[0]) != len(rg[0]):
             return _unequal(Reason.STRUCTURE_MISMATCH, "matrix shapes differ")
@@ -302,13 +295,13 @@ class Comparer:
         for row_p, row_g in zip(rp, rg, strict=True):
             for a, b in zip(row_p, row_g, strict=True):
                 o = self.values(a, b)
-                if not o.equal:
+                if not o.correct:
                     return o
                 outs.append(o)
         return weakest(outs)
 
     # -- words
-    def _text(self, p: Answer, g: Answer) -> Outcome:
+    def _text(self, p: Answer, g: Answer) -> Verdict:
         failed = (p[0] == "text" and p[2]) or (g[0] == "text" and g[2])
         if p[0] == "text" and g[0] == "text":
             if p[1] and p[1] == g[1]:
@@ -316,7 +309,7 @@ class Comparer:
             return _unequal(Reason.PARSE_ERROR if failed else Reason.NOT_EQUAL)
         return _unequal(Reason.PARSE_ERROR if failed else Reason.STRUCTURE_MISMATCH, "text vs math")
 
-    def _letter(self, p: Answer, g: Answer) -> Outcome:
+    def _letter(self, p: Answer, g: Answer) -> Verdict:
         if p[0] == "letter" and g[0] == "letter":
             explicit = p[2] or g[2]
             if p[1] == g[1]:
@@ -334,7 +327,7 @@ class Comparer:
             )
         return _unequal(Reason.STRUCTURE_MISMATCH, "letter vs other")
 
-    def _time(self, p: Answer, g: Answer) -> Outcome:
+    def _time(self, p: Answer, g: Answer) -> Verdict:
         if p[0] == "time" and g[0] == "time":
             return _equal(Reason.NUMERIC_EQUAL) if p[1] == g[1] else _unequal()
         t, other = (p, g) if p[0] == "time" else (g, p)
@@ -344,7 +337,7 @@ class Comparer:
                 return _equal(Reason.STRING_MATCH)
         return _unequal(Reason.STRUCTURE_MISMATCH, "time vs other")
 
-    def _ratio(self, p: Answer, g: Answer) -> Outcome:
+    def _ratio(self, p: Answer, g: Answer) -> Verdict:
         if p[0] == "ratio" and g[0] == "ratio":
             a, b = p[1], g[1]
             if len(a) != len(b):
@@ -353,14 +346,14 @@ class Comparer:
                 outs = []
                 for x, y in zip(a, b, strict=True):
                     o = _equal(Reason.STRING_MATCH) if x == y else self.values(x, y)
-                    if not o.equal:
+                    if not o.correct:
                         return o
                     outs.append(o)
                 return weakest(outs)
             outs = []
             for i in range(1, len(a)):
                 o = self.values(("div", a[i], a[0]), ("div", b[i], b[0]))
-                if not o.equal:
+                if not o.correct:
                     return o
                 outs.append(o)
             return weakest(outs)
@@ -371,7 +364,7 @@ class Comparer:
         return _unequal(Reason.STRUCTURE_MISMATCH, "ratio vs other")
 
     # -- equations and inequalities
-    def _relation(self, p: Answer, g: Answer) -> Outcome:
+    def _relation(self, p: Answer, g: Answer) -> Verdict:
         if p[0] == "rel" and g[0] == "rel":
             return self._rel_rel(p, g)
         rel, other = (p, g) if p[0] == "rel" else (g, p)
@@ -388,7 +381,7 @@ class Comparer:
             return self._sets(s, target) if rel is p else self._sets(target, s)
         return _unequal(Reason.STRUCTURE_MISMATCH, "inequality vs value")
 
-    def _rel_rel(self, p: Answer, g: Answer) -> Outcome:
+    def _rel_rel(self, p: Answer, g: Answer) -> Verdict:
         pe = all(op == "=" for op in p[1])
         ge = all(op == "=" for op in g[1])
         if pe != ge:
@@ -403,7 +396,7 @@ class Comparer:
             return self._sets(sp, sg)
         return self._inequality_forms(p, g)
 
-    def _equations(self, vp: EqView, vg: EqView) -> Outcome:
+    def _equations(self, vp: EqView, vg: EqView) -> Verdict:
         if vp.kind == "value" or vg.kind == "value":
             if vp.kind == "equation" or vg.kind == "equation":
                 return _unequal(detail="equation vs value")
@@ -418,13 +411,13 @@ class Comparer:
                 return _equal(Reason.SYMBOLIC_EQUAL, "equations are proportional")
             if canonical(vp.lhs[1]) == canonical(vg.lhs[1]):
                 res = self.compare(vp.rhs, vg.rhs)
-                if res.equal:
+                if res.correct:
                     return res
         if vp.kind == vg.kind == "assign":
             return self.compare(vp.rhs, vg.rhs)
         return res or _unequal()
 
-    def _inequality_forms(self, p: Answer, g: Answer) -> Outcome:
+    def _inequality_forms(self, p: Answer, g: Answer) -> Verdict:
         fp, fg = _one_sided(p), _one_sided(g)
         if fp is None or fg is None or fp[1] != fg[1]:
             return _unequal(detail="different inequalities")
@@ -475,7 +468,7 @@ class Comparer:
         return self.be.solve_relation(rel)
 
     # -- sets and intervals
-    def _sets(self, p: Answer, g: Answer) -> Outcome:
+    def _sets(self, p: Answer, g: Answer) -> Verdict:
         cp, cg = self._components(p), self._components(g)
         if cp is None or cg is None:
             return _unequal(Reason.STRUCTURE_MISMATCH, "set vs non-set")
@@ -485,7 +478,7 @@ class Comparer:
             for c in cp:
                 for j, d in enumerate(remaining):
                     o = self._component_equal(c, d)
-                    if o.equal:
+                    if o.correct:
                         outs.append(o)
                         del remaining[j]
                         break
@@ -529,7 +522,7 @@ class Comparer:
             return [("pt", a)]
         return None
 
-    def _component_equal(self, c: tuple, d: tuple) -> Outcome:
+    def _component_equal(self, c: tuple, d: tuple) -> Verdict:
         if c[0] != d[0]:
             return _unequal(Reason.STRUCTURE_MISMATCH)
         if c[0] == "named":
@@ -541,15 +534,15 @@ class Comparer:
         if (lo_open != lo_open2 and lo != _NEG_OO) or (hi_open != hi_open2 and hi != _OO):
             return _unequal(detail="bracket types differ")
         a = self.values(lo, lo2)
-        if not a.equal:
+        if not a.correct:
             return a
         b = self.values(hi, hi2)
-        if not b.equal:
+        if not b.correct:
             return b
         return weakest([a, b])
 
     # -- collections
-    def _colls(self, p: Answer, g: Answer) -> Outcome:
+    def _colls(self, p: Answer, g: Answer) -> Verdict:
         if p[0] == "coll" and g[0] == "coll":
             kp, kg = p[1], g[1]
             if {kp, kg} & {"set"} and {kp, kg} & {"tuple", "blist"}:
@@ -572,24 +565,24 @@ class Comparer:
                 )
         return _unequal(Reason.STRUCTURE_MISMATCH, f"{len(coll[2])} items vs one")
 
-    def _ordered(self, ps: tuple, gs: tuple) -> Outcome:
+    def _ordered(self, ps: tuple, gs: tuple) -> Verdict:
         if len(ps) != len(gs):
             return _unequal(Reason.STRUCTURE_MISMATCH, f"{len(ps)} items vs {len(gs)}")
         outs = []
         for a, b in zip(ps, gs, strict=True):
             o = self.compare(a, b)
-            if not o.equal:
+            if not o.correct:
                 return o
             outs.append(o)
         return weakest(outs)
 
-    def _unordered(self, ps: tuple, gs: tuple) -> Outcome:
+    def _unordered(self, ps: tuple, gs: tuple) -> Verdict:
         """Set semantics: every item on each side equals some item on the other side."""
         kp = [_exact_key(a) for a in ps]
         kg = [_exact_key(b) for b in gs]
         keys_g = {k for k in kg if k is not None}
         keys_p = {k for k in kp if k is not None}
-        outs: list[Outcome] = []
+        outs: list[Verdict] = []
         pending_p = [a for a, k in zip(ps, kp, strict=True) if k is None or k not in keys_g]
         pending_g = [b for b, k in zip(gs, kg, strict=True) if k is None or k not in keys_p]
         if len(pending_p) * len(gs) + len(pending_g) * len(ps) > MAX_PAIRWISE:
@@ -604,7 +597,7 @@ class Comparer:
                     except Undecided:
                         undecided = True
                         continue
-                    if o.equal:
+                    if o.correct:
                         found = o
                         break
                 if found is None:

@@ -21,7 +21,7 @@ import math
 import re
 from functools import lru_cache
 
-from scorer.compare import Comparer, ExactBackend, Outcome, Undecided
+from scorer.compare import Comparer, ExactBackend, Undecided
 from scorer.deadline import DeadlineExceeded, WorkerCrashed, get_pool
 from scorer.normalize import comparison_key, extract_final_answer, normalize_answer
 from scorer.parse import Answer, TooDeep, parse_answer
@@ -76,10 +76,6 @@ def _parsed(norm: str) -> Answer | None:
         return None
 
 
-def _verdict(out: Outcome) -> Verdict:
-    return Verdict(out.equal, out.reason, out.detail)
-
-
 def verify(pred: str, gold: str | int | float, *, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
     """Compare ``pred`` with ``gold``; see docs/scorer.md for the rules and reason codes.
 
@@ -111,10 +107,10 @@ def verify(pred: str, gold: str | int | float, *, timeout: float = DEFAULT_TIMEO
     p_alt, g_alt = _decimal_comma(p_norm, g_ans), _decimal_comma(g_norm, p_ans)
     try:
         out = _EXACT.compare(p_ans, g_ans)
-        if not out.equal and (p_alt or g_alt):
+        if not out.correct and (p_alt or g_alt):
             alt = _EXACT.compare(_parsed(p_alt or p_norm), _parsed(g_alt or g_norm))  # type: ignore[arg-type]
-            out = alt if alt.equal else out
-        return _verdict(out)
+            out = alt if alt.correct else out
+        return out
     except Undecided:
         pass
     except RecursionError:

@@ -22,10 +22,10 @@ from functools import lru_cache
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-from scorer.compare import ExactBackend, Outcome, Undecided
+from scorer.compare import ExactBackend, Undecided
 from scorer.exact import MIN_SIG_FIGS, decimal_literal, rounds_to
 from scorer.parse import Answer, Ast, contains
-from scorer.verdict import Reason
+from scorer.verdict import Reason, Verdict
 
 DIGITS = 30
 EXACT_RTOL = sp.Float("1e-20")
@@ -213,7 +213,7 @@ def _branchy(expr) -> bool:
 class SympyBackend(ExactBackend):
     """Leaf decisions with sympy; never raises :class:`Undecided`."""
 
-    def values_equal(self, p: Ast, g: Ast) -> Outcome:
+    def values_equal(self, p: Ast, g: Ast) -> Verdict:
         try:
             return super().values_equal(p, g)
         except Undecided:
@@ -221,32 +221,32 @@ class SympyBackend(ExactBackend):
         try:
             a, b = to_sympy(p), to_sympy(g)
         except (ConvertError, TypeError, ValueError, ZeroDivisionError) as exc:
-            return Outcome(False, Reason.PARSE_ERROR, f"cannot build: {exc}")
+            return Verdict(False, Reason.PARSE_ERROR, f"cannot build: {exc}")
         if isinstance(a, sp.MatrixBase) or isinstance(b, sp.MatrixBase):
             return self._matrices(a, b, p, g)
         return self._expr_equal(a, b, p, g)
 
     # -- matrices (products / sums of literal matrices)
-    def _matrices(self, a, b, p: Ast, g: Ast) -> Outcome:
+    def _matrices(self, a, b, p: Ast, g: Ast) -> Verdict:
         if not (isinstance(a, sp.MatrixBase) and isinstance(b, sp.MatrixBase)):
-            return Outcome(False, Reason.STRUCTURE_MISMATCH, "matrix vs scalar")
+            return Verdict(False, Reason.STRUCTURE_MISMATCH, "matrix vs scalar")
         if a.shape != b.shape:
-            return Outcome(False, Reason.STRUCTURE_MISMATCH, "matrix shapes differ")
-        worst = Outcome(True, Reason.SYMBOLIC_EQUAL)
+            return Verdict(False, Reason.STRUCTURE_MISMATCH, "matrix shapes differ")
+        worst = Verdict(True, Reason.SYMBOLIC_EQUAL)
         for x, y in zip(a, b, strict=True):
             o = self._expr_equal(sp.sympify(x), sp.sympify(y), None, None)
-            if not o.equal:
+            if not o.correct:
                 return o
             if o.reason == Reason.APPROX_EQUAL or worst.reason == Reason.SYMBOLIC_EQUAL:
                 worst = o
         return worst
 
     # -- scalars
-    def _expr_equal(self, a, b, p: Ast | None, g: Ast | None) -> Outcome:
+    def _expr_equal(self, a, b, p: Ast | None, g: Ast | None) -> Verdict:
         if a == b:
-            return Outcome(True, Reason.SYMBOLIC_EQUAL)
+            return Verdict(True, Reason.SYMBOLIC_EQUAL)
         if any(x.has(sp.nan, sp.zoo) for x in (a, b)):
-            return Outcome(False, Reason.NOT_EQUAL, "undefined value")
+            return Verdict(False, Reason.NOT_EQUAL, "undefined value")
         if p is not None and g is not None:
             approx = self._decimal_vs_exact(a, b, p, g)
             if approx is not None:
@@ -265,14 +265,14 @@ class SympyBackend(ExactBackend):
             return self._constants_equal(a, b, tol, reason)
         return self._sampled_equal(a, b, sorted(syms, key=str), tol, reason)
 
-    def _decimal_vs_exact(self, a, b, p: Ast, g: Ast) -> Outcome | None:
+    def _decimal_vs_exact(self, a, b, p: Ast, g: Ast) -> Verdict | None:
         """A decimal literal against an exact real constant: the rounding policy."""
         for dec_node, exact_obj in ((p, b), (g, a)):
             dec = decimal_literal(dec_node)
             if dec is None or not _is_number(exact_obj) or exact_obj.free_symbols:
                 continue
             if exact_obj.is_real is False:
-                return Outcome(False, Reason.NOT_EQUAL, "decimal vs complex")
+                return Verdict(False, Reason.NOT_EQUAL, "decimal vs complex")
             m, e, _sig = dec
             mag = abs(sp.N(exact_obj, 15))
             extra = 0 if mag == 0 else int(abs(sp.log(mag, 10).evalf(5))) + 1
@@ -280,11 +280,11 @@ class SympyBackend(ExactBackend):
             if value is None:
                 return None
             if rounds_to(dec, value):
-                return Outcome(True, Reason.APPROX_EQUAL, "decimal approximation")
-            return Outcome(False, Reason.NOT_EQUAL)
+                return Verdict(True, Reason.APPROX_EQUAL, "decimal approximation")
+            return Verdict(False, Reason.NOT_EQUAL)
         return None
 
-    def _constants_equal(self, a, b, tol, reason: str) -> Outcome:
+    def _constants_equal(self, a, b, tol, reason: str) -> Verdict:
         try:
             d = sp.N(a - b, DIGITS, maxn=MAX_CANCEL_DIGITS)
             scale = max(_magnitude(a), _magnitude(b))
@@ -292,18 +292,18 @@ class SympyBackend(ExactBackend):
             d = None
         if d is not None and _finite(d):
             if _precise_zero(d):
-                return Outcome(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL)
+                return Verdict(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL)
             if abs(d) <= tol * scale and tol != EXACT_RTOL:
-                return Outcome(True, reason, "within the decimal's precision")
-            return Outcome(False, Reason.NOT_EQUAL)
+                return Verdict(True, reason, "within the decimal's precision")
+            return Verdict(False, Reason.NOT_EQUAL)
         return self._simplify_equal(a, b)
 
-    def _sampled_equal(self, a, b, syms: list, tol, reason: str) -> Outcome:
+    def _sampled_equal(self, a, b, syms: list, tol, reason: str) -> Verdict:
         rng = random.Random(20240917)
         branchy = _branchy(a) or _branchy(b)
         diff = a - b
         if diff == 0:
-            return Outcome(True, Reason.SYMBOLIC_EQUAL)
+            return Verdict(True, Reason.SYMBOLIC_EQUAL)
         agreed = 0
         tried = 0
         while tried < 4 * N_POINTS and agreed < N_POINTS:
@@ -328,20 +328,20 @@ class SympyBackend(ExactBackend):
             if _precise_zero(d) or (tol != EXACT_RTOL and abs(d) <= tol * scale):
                 agreed += 1
                 continue
-            return Outcome(False, Reason.NOT_EQUAL, "differ at a sample point")
+            return Verdict(False, Reason.NOT_EQUAL, "differ at a sample point")
         if agreed >= 3:
             detail = f"agree at {agreed} random points"
-            return Outcome(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL, detail)
+            return Verdict(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL, detail)
         return self._simplify_equal(a, b)
 
-    def _simplify_equal(self, a, b) -> Outcome:
+    def _simplify_equal(self, a, b) -> Verdict:
         try:
             d = sp.simplify(a - b)
         except (TypeError, ValueError, ArithmeticError, RecursionError, NotImplementedError):
-            return Outcome(False, Reason.NOT_EQUAL, "could not compare")
+            return Verdict(False, Reason.NOT_EQUAL, "could not compare")
         if d == 0:
-            return Outcome(True, Reason.SYMBOLIC_EQUAL)
-        return Outcome(False, Reason.NOT_EQUAL)
+            return Verdict(True, Reason.SYMBOLIC_EQUAL)
+        return Verdict(False, Reason.NOT_EQUAL)
 
     # -- equations
     def proportional(self, a: Ast, b: Ast, positive: bool) -> bool:
@@ -410,19 +410,19 @@ class SympyBackend(ExactBackend):
             region = region.intersect(sp.solveset(cond, xr, sp.S.Reals))
         return _set_to_answer(region)
 
-    def sets_equal(self, cp: list, cg: list) -> Outcome:
+    def sets_equal(self, cp: list, cg: list) -> Verdict:
         try:
             return super().sets_equal(cp, cg)
         except Undecided:
             pass
         sa, sb = _components_to_set(cp), _components_to_set(cg)
         if sa is None or sb is None:
-            return Outcome(False, Reason.STRUCTURE_MISMATCH, "not comparable as sets")
+            return Verdict(False, Reason.STRUCTURE_MISMATCH, "not comparable as sets")
         try:
             same = bool(sa == sb)
         except (TypeError, ValueError, NotImplementedError):
             same = False
-        return Outcome(same, Reason.SYMBOLIC_EQUAL if same else Reason.NOT_EQUAL)
+        return Verdict(same, Reason.SYMBOLIC_EQUAL if same else Reason.NOT_EQUAL)
 
 
 def _set_to_answer(s) -> Answer | None:
