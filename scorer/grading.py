@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from scorer.rewards import STATUSES, RewardConfig, VerifyFn, describe, reward_config, score_text
 from scorer.trajectories import Trajectory, parse_record
+from scorer.verdict import Reason
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -72,7 +73,7 @@ def error_row(
         format=format,
         correct=False,
         status="error",
-        reasons=["error"],
+        reasons=[Reason.ERROR],
         tool_calls=0,
         error=message,
     )

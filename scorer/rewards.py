@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from scorer.extract import THINK_CLOSE, extract_answer, find_boxes, mask_tool_blocks
-from scorer.verdict import Verdict
+from scorer.verdict import Reason, Verdict
 
 Preset = Literal["binary", "interleaved"]
 PRESETS: tuple[str, ...] = ("binary", "interleaved")
@@ -24,10 +24,6 @@ STATUSES: tuple[str, ...] = typing.get_args(Status)
 
 Gold = str | int | float
 VerifyFn = Callable[..., Verdict]
-
-# Verdict reasons that are not a judgement of the answer (see scorer.verdict.Reason).
-VERDICT_ERROR = "error"
-VERDICT_EMPTY = "empty"
 
 _TOOL_OPEN = re.compile(r"<tool_call\b", re.IGNORECASE)
 _RESPONSE_OPEN = re.compile(r"<tool_response\b", re.IGNORECASE)
@@ -140,14 +136,14 @@ def _judge(
         reward = cfg.correct_reward
         if bonus and cfg.tool_bonus:
             reward += cfg.tool_bonus
-            reasons.append("tool_bonus")
+            reasons.append(Reason.TOOL_BONUS)
         return Outcome(reward, "correct", pred, True, reasons)
     if verdict.timed_out:
         return Outcome(cfg.timeout_value, "timeout", pred, False, reasons, verdict.detail or None)
-    if verdict.reason == VERDICT_ERROR:
+    if verdict.reason == Reason.ERROR:
         # The checker itself failed (crashed worker): no verdict on the model, so no reward.
         return Outcome(None, "error", pred, False, reasons, verdict.detail or "verify failed")
-    if verdict.reason == VERDICT_EMPTY:
+    if verdict.reason == Reason.EMPTY:
         # A box with nothing in it once normalised (``\boxed{\quad}``) is no answer.
         return Outcome(cfg.wrong_reward, "no_answer", pred, False, reasons)
     return Outcome(cfg.wrong_reward, "incorrect", pred, False, reasons)
@@ -166,7 +162,7 @@ def score_binary(
     default) is added to a right answer when a tool call anywhere was answered."""
     pred = extract_answer(text, which="last", only_after_think=True)
     if pred is None:
-        return Outcome(cfg.wrong_reward, "no_answer", None, False, ["no_box"])
+        return Outcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
     return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(mask_tool_blocks(text)))
 
 
@@ -192,14 +188,16 @@ def score_interleaved(
     masked = mask_tool_blocks(text)
     end = masked.find(THINK_CLOSE)
     if end < 0:
-        return Outcome(cfg.format_reward, "format_error", None, False, ["missing_think_close"])
+        return Outcome(cfg.format_reward, "format_error", None, False, [Reason.MISSING_THINK_CLOSE])
     head, tail = masked[:end], masked[end + len(THINK_CLOSE) :]
     if _TOOL_OPEN.search(tail) or _RESPONSE_OPEN.search(tail):
-        return Outcome(cfg.format_reward, "format_error", None, False, ["tool_tag_after_think"])
+        return Outcome(
+            cfg.format_reward, "format_error", None, False, [Reason.TOOL_TAG_AFTER_THINK]
+        )
     boxes = find_boxes(tail)
     pred = boxes[0] if boxes else None
     if pred is None:
-        return Outcome(cfg.wrong_reward, "no_answer", None, False, ["no_box"])
+        return Outcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
     return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(head))
 
 

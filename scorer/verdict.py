@@ -31,6 +31,12 @@ class Reason:
     TIMEOUT = "timeout"  # the sympy worker ran past the deadline and was killed
     ERROR = "error"  # internal failure (worker crashed); never silently "correct"
 
+    # Not verdicts: codes the reward rules (scorer.rewards) add to a graded row's ``reasons``.
+    NO_BOX = "no_box"  # the text has no (readable) chosen box
+    MISSING_THINK_CLOSE = "missing_think_close"  # interleaved: no ``</think>``
+    TOOL_TAG_AFTER_THINK = "tool_tag_after_think"  # interleaved: a tool tag after ``</think>``
+    TOOL_BONUS = "tool_bonus"  # the tool bonus was added to a right answer
+
     CORRECT = frozenset(
         {STRING_MATCH, CHOICE_MATCH, TEXT_MATCH, NUMERIC_EQUAL, SYMBOLIC_EQUAL, APPROX_EQUAL}
     )
@@ -51,4 +57,4 @@ class Verdict:
 
     @property
     def timed_out(self) -> bool:
-        return self.reason == "timeout"
+        return self.reason == Reason.TIMEOUT
