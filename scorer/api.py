@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from scorer.grading import (
-    DEFAULT_TIMEOUT,
     GradeOptions,
     error_row,
     grade_record,
@@ -26,6 +25,7 @@ from scorer.grading import (
 )
 from scorer.rewards import RewardConfig, reward_config
 from scorer.trajectories import parse_record
+from scorer.verdict import DEFAULT_TIMEOUT
 
 MAX_TIMEOUT = 30.0
 MAX_BATCH_ITEMS = 1000

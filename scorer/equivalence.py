@@ -25,16 +25,15 @@ from scorer.compare import Comparer, ExactBackend, Undecided
 from scorer.deadline import DeadlineExceeded, WorkerCrashed, get_pool
 from scorer.normalize import comparison_key, extract_final_answer, normalize_answer
 from scorer.parse import Answer, TooDeep, parse_answer
-from scorer.verdict import Reason, Verdict
+from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
 MAX_INPUT_CHARS = 20_000  # raw input (may be a whole solution; extraction is linear-time)
 MAX_ANSWER_CHARS = 10_000  # the extracted answer that gets parsed
-DEFAULT_TIMEOUT = 5.0
 
 _EXACT = Comparer(ExactBackend())
 
 
-def gold_to_str(gold: str | int | float) -> str:
+def gold_to_str(gold: Gold) -> str:
     """Golds from JSON may be numbers: ints stringify exactly, floats by shortest repr."""
     if isinstance(gold, bool):
         return str(gold)
@@ -76,7 +75,7 @@ def _parsed(norm: str) -> Answer | None:
         return None
 
 
-def verify(pred: str, gold: str | int | float, *, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
+def verify(pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
     """Compare ``pred`` with ``gold``; see docs/scorer.md for the rules and reason codes.
 
     ``timeout`` bounds the sympy work in seconds (the worker is killed past it). Cheap cases

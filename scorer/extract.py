@@ -20,6 +20,9 @@ THINK_CLOSE = "</think>"
 _TOOL_BLOCK = re.compile(
     r"<(?P<tag>tool_call|tool_response)\b[^>]*>.*?</(?P=tag)\s*>", re.DOTALL | re.IGNORECASE
 )
+# Opening tool tags (a tool call, a tool's answer), counted by the format and bonus rules.
+TOOL_CALL_OPEN = re.compile(r"<tool_call\b", re.IGNORECASE)
+TOOL_RESPONSE_OPEN = re.compile(r"<tool_response\b", re.IGNORECASE)
 # \boxed or \fbox not followed by another letter (``\boxedx`` is a different command).
 _BOX_CMD = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _TRAILING_PUNCT = ".,;:"
@@ -33,6 +36,12 @@ def mask_tool_blocks(text: str) -> str:
     (tool calls after ``</think>``) still see it.
     """
     return _TOOL_BLOCK.sub(lambda m: f"<{m['tag'].lower()}></{m['tag'].lower()}>", text)
+
+
+def count_tool_calls(text: str) -> int:
+    """Number of tool calls the assistant made (opening ``<tool_call`` tags outside tool
+    blocks; structured calls are rendered as such tags when a trace is read)."""
+    return len(TOOL_CALL_OPEN.findall(mask_tool_blocks(text)))
 
 
 def matching_brace(text: str, open_pos: int) -> int | None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from scorer.rewards import STATUSES, RewardConfig, VerifyFn, describe, reward_config, score_text
 from scorer.trajectories import Trajectory, parse_record
-from scorer.verdict import Reason
+from scorer.verdict import DEFAULT_TIMEOUT, Reason
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -40,7 +40,6 @@ ROW_KEYS: tuple[str, ...] = (
     "env_reward",
     "error",
 )
-DEFAULT_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)

@@ -8,25 +8,27 @@ problem: ``timeout`` (the equivalence check ran out of time) is never reported a
 
 from __future__ import annotations
 
-import re
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from scorer.extract import THINK_CLOSE, extract_answer, find_boxes, mask_tool_blocks
-from scorer.verdict import Reason, Verdict
+from scorer.extract import (
+    THINK_CLOSE,
+    TOOL_CALL_OPEN,
+    TOOL_RESPONSE_OPEN,
+    extract_answer,
+    find_boxes,
+    mask_tool_blocks,
+)
+from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
 Preset = Literal["binary", "interleaved"]
 PRESETS: tuple[str, ...] = ("binary", "interleaved")
 Status = Literal["correct", "incorrect", "no_answer", "format_error", "timeout", "error"]
 STATUSES: tuple[str, ...] = typing.get_args(Status)
 
-Gold = str | int | float
 VerifyFn = Callable[..., Verdict]
-
-_TOOL_OPEN = re.compile(r"<tool_call\b", re.IGNORECASE)
-_RESPONSE_OPEN = re.compile(r"<tool_response\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -86,16 +88,10 @@ class Outcome:
     error: str | None = None
 
 
-def count_tool_calls(text: str) -> int:
-    """Number of tool calls the assistant made (opening ``<tool_call`` tags outside tool
-    blocks; structured calls are rendered as such tags when a trace is read)."""
-    return len(_TOOL_OPEN.findall(mask_tool_blocks(text)))
-
-
 def _answered_call(masked: str) -> bool:
     """Whether some ``<tool_call`` in ``masked`` is followed by a ``<tool_response``."""
-    first_call = _TOOL_OPEN.search(masked)
-    return first_call is not None and _RESPONSE_OPEN.search(masked, first_call.end()) is not None
+    call = TOOL_CALL_OPEN.search(masked)
+    return call is not None and TOOL_RESPONSE_OPEN.search(masked, call.end()) is not None
 
 
 def _check(
@@ -155,7 +151,7 @@ def score_binary(
     cfg: RewardConfig,
     *,
     verify: VerifyFn,
-    timeout: float = 5.0,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Outcome:
     """``binary``: the last box after the last ``</think>`` (whole text when there is none);
     right -> ``correct_reward``, anything else -> ``wrong_reward``. ``tool_bonus`` (0 by
@@ -172,7 +168,7 @@ def score_interleaved(
     cfg: RewardConfig,
     *,
     verify: VerifyFn,
-    timeout: float = 5.0,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Outcome:
     """``interleaved``: the seed environment's rules, in order.
 
@@ -190,7 +186,7 @@ def score_interleaved(
     if end < 0:
         return Outcome(cfg.format_reward, "format_error", None, False, [Reason.MISSING_THINK_CLOSE])
     head, tail = masked[:end], masked[end + len(THINK_CLOSE) :]
-    if _TOOL_OPEN.search(tail) or _RESPONSE_OPEN.search(tail):
+    if TOOL_CALL_OPEN.search(tail) or TOOL_RESPONSE_OPEN.search(tail):
         return Outcome(
             cfg.format_reward, "format_error", None, False, [Reason.TOOL_TAG_AFTER_THINK]
         )
@@ -207,7 +203,7 @@ def score_text(
     cfg: RewardConfig | None = None,
     *,
     verify: VerifyFn | None = None,
-    timeout: float = 5.0,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Outcome:
     """Apply ``cfg``'s preset to one assistant text. ``verify`` defaults to
     :func:`scorer.equivalence.verify` (imported on first use: it pulls in sympy)."""

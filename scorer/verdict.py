@@ -1,8 +1,19 @@
-"""The result of comparing a predicted answer with a gold answer."""
+"""The contract of one answer check: what is compared (a :data:`Gold`), how long it may take by
+default, and the result (:class:`Verdict` with a :class:`Reason` code).
+
+It sits below every other scorer module, so the comparer, ``verify``, the reward rules and the
+grader share these names instead of each spelling them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+Gold = str | int | float
+"""A gold answer as datasets give it: JSON numbers are golds too (see ``gold_to_str``)."""
+
+DEFAULT_TIMEOUT = 5.0
+"""Seconds one answer check may spend in sympy unless told otherwise (CLI, API, rewards)."""
 
 
 class Reason:
