@@ -9,7 +9,7 @@ Strategy, cheapest first (all but the last step run in the calling process, in p
    fractions, decimals, percent, sets / tuples / intervals of numbers, choice letters, text;
 4. anything that needs algebra (symbols, radicals, pi, trig, matrices products...) is sent to
    a persistent sympy worker process under a hard wall-clock deadline
-   (``scorer.deadline``); past the deadline the worker is SIGKILLed and the verdict is
+   (``scorer.sympy_pool``); past the deadline the worker is SIGKILLed and the verdict is
    ``timeout``.
 
 Thread-safe and usable from worker processes; never raises on bad input.
@@ -22,9 +22,9 @@ import re
 from functools import lru_cache
 
 from scorer.compare import Comparer, ExactBackend, Undecided
-from scorer.deadline import DeadlineExceeded, WorkerCrashed, get_pool
 from scorer.normalize import comparison_key, extract_final_answer, normalize_answer
 from scorer.parse import Answer, TooDeep, parse_answer
+from scorer.sympy_pool import DeadlineExceeded, WorkerCrashed, get_pool
 from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
 MAX_INPUT_CHARS = 20_000  # raw input (may be a whole solution; extraction is linear-time)

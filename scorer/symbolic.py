@@ -1,4 +1,4 @@
-"""The sympy leaf backend. Imported only inside the worker process (``scorer._worker``).
+"""The sympy leaf backend. Imported only inside the worker process (``scorer.sympy_worker``).
 
 Sympy objects are built from the parser's AST node by node — never from strings, so nothing
 is ``eval``-ed. Equality of two values, cheapest first:

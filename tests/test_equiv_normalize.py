@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scorer import normalize as N
-from scorer.deadline import DeadlineExceeded, WorkerPool, get_pool
 from scorer.equivalence import verify, warm_up
 from scorer.exact import TooBig, exact_value, log2_range, rounds_to
 from scorer.parse import TooDeep, is_label, parse_answer
+from scorer.sympy_pool import DeadlineExceeded, WorkerPool, get_pool
 
 
 # ------------------------------------------------------------------------- extraction

@@ -1,4 +1,8 @@
-"""Sympy worker processes (started by ``scorer.deadline``; not a public API).
+"""What runs inside a sympy worker process (not a public API).
+
+The split: :mod:`scorer.sympy_pool` is the caller's side (it starts these processes, times each
+request and kills a late worker); this module is the process's own code: import sympy, compare
+with :class:`scorer.symbolic.SympyBackend`, answer each request.
 
 Two ways to run:
 
