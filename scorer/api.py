@@ -3,9 +3,9 @@
 Both are blocking (the equivalence check may take up to ``timeout`` seconds per answer), so the
 route runs them off the event loop. A caller mistake raises ``ValueError`` with a message fit
 for a 4xx answer; anything about one item of a batch becomes that item's ``error`` row instead,
-so one bad item never fails the others. Result rows have exactly the keys of a CLI output line
-(:data:`scorer.grading.ROW_KEYS`); ``file`` is always ``None`` and ``line`` is the item's
-1-based position in a batch (``None`` for ``/score``).
+so one bad item never fails the others. Result rows are CLI output rows (the one row schema,
+:class:`scorer.row.GradedRow`); ``file`` is always ``None`` and ``line`` is the item's 1-based
+position in a batch (``None`` for ``/score``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from scorer.grading import (
     summarize,
 )
 from scorer.rewards import RewardConfig, reward_config
+from scorer.row import GradedRow
 from scorer.trajectories import parse_record
 from scorer.verdict import DEFAULT_TIMEOUT
 
@@ -32,24 +33,7 @@ MAX_BATCH_ITEMS = 1000
 _OPTION_KEYS = ("preset", "timeout", "rewards")
 
 
-class ScoreRow(BaseModel):
-    """One graded trajectory (one rollout of an Atropos group)."""
-
-    id: str | int | None
-    group: str | int | None
-    index: int | None
-    file: str | None
-    line: int | None
-    format: str | None
-    reward: float | None
-    correct: bool
-    pred: str | None
-    gold: Any
-    status: str
-    reasons: list[str]
-    tool_calls: int
-    env_reward: float | None
-    error: str | None
+ScoreRow = GradedRow  # the name this module gave the row before scorer.row held it
 
 
 class ScoreBatchRequest(BaseModel):
@@ -69,7 +53,7 @@ class ScoreBatchRequest(BaseModel):
 
 
 class ScoreBatchResponse(BaseModel):
-    results: list[ScoreRow]
+    results: list[GradedRow]
     summary: dict[str, Any]
 
 
