@@ -22,8 +22,9 @@ import re
 from functools import lru_cache
 
 from scorer.compare import Comparer, ExactBackend, Undecided
+from scorer.nodes import Answer, Expr
 from scorer.normalize import comparison_key, extract_final_answer, normalize_answer
-from scorer.parse import Answer, TooDeep, parse_answer
+from scorer.parse import TooDeep, parse_answer
 from scorer.sympy_pool import DeadlineExceeded, WorkerCrashed, get_pool
 from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
@@ -122,7 +123,7 @@ _DECIMAL_COMMA = re.compile(r"-?\d+,\d+")
 
 def _decimal_comma(norm: str, other: Answer) -> str | None:
     """``2,74`` against a single number also reads as the decimal 2.74 (European notation)."""
-    if other[0] == "expr" and _DECIMAL_COMMA.fullmatch(norm):
+    if isinstance(other, Expr) and _DECIMAL_COMMA.fullmatch(norm):
         return norm.replace(",", ".")
     return None
 
