@@ -13,19 +13,33 @@ answer), and answers (:data:`Answer`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from dataclasses import fields as dataclass_fields
+from typing import Any, ClassVar, TypeAlias, TypeVar
+
+N = TypeVar("N", bound="Node")
 
 
 class Node:
-    """Base of every parse-tree node; fields are listed in ``__match_args__``."""
+    """Base of every parse-tree node; fields are listed in ``__match_args__``, and those that
+    may hold nodes (directly or in tuples) in ``child_fields``."""
 
     __slots__ = ()
     __match_args__: tuple[str, ...] = ()
+    child_fields: ClassVar[tuple[str, ...]] = ()
 
 
-_node = dataclass(frozen=True, slots=True)
+_NODE_TYPES = ("Ast", "Answer", "Node")  # annotations of fields that may hold nodes
+
+
+def _node(cls: type[N]) -> type[N]:
+    """A frozen slotted dataclass node, with its ``child_fields`` listed once (walks are hot)."""
+    cls = dataclass(frozen=True, slots=True)(cls)
+    cls.child_fields = tuple(
+        f.name for f in dataclass_fields(cls) if any(t in str(f.type) for t in _NODE_TYPES)
+    )
+    return cls
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,18 +380,20 @@ Answer: TypeAlias = (
 # generic walks
 
 
-def _nodes_in(value: Any) -> Iterator[Node]:
+def _add_nodes(value: Any, out: list[Node]) -> None:
     if isinstance(value, Node):
-        yield value
+        out.append(value)
     elif isinstance(value, tuple):
         for v in value:
-            yield from _nodes_in(v)
+            _add_nodes(v, out)
 
 
-def children(node: Node) -> Iterator[Node]:
+def children(node: Node) -> list[Node]:
     """The nodes directly below ``node`` (inside tuple fields too: terms, matrix rows)."""
-    for name in node.__match_args__:
-        yield from _nodes_in(getattr(node, name))
+    out: list[Node] = []
+    for name in node.child_fields:
+        _add_nodes(getattr(node, name), out)
+    return out
 
 
 def fields(node: Node) -> list[Any]:

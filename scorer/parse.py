@@ -739,7 +739,10 @@ def contains(node: nodes.Node, kinds: tuple[type[nodes.Node], ...]) -> bool:
         return True
     if isinstance(node, nodes.SympyValue):
         return False
-    return any(contains(c, kinds) for c in nodes.children(node))
+    for c in nodes.children(node):
+        if contains(c, kinds):
+            return True
+    return False
 
 
 def is_infinite(node: nodes.Node) -> bool:
