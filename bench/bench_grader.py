@@ -133,7 +133,7 @@ def run_math_verify(pairs: list[tuple[str, str]], repeat: int, pair_timeout: flo
 
 def run_boxed(pairs: list[tuple[str, str]], repeat: int) -> dict:
     t0 = time.perf_counter()
-    from scorer import deadline, equivalence, parse
+    from scorer import equivalence, parse, sympy_pool
     from scorer.equivalence import verify, warm_up
 
     import_time = time.perf_counter() - t0
@@ -148,8 +148,8 @@ def run_boxed(pairs: list[tuple[str, str]], repeat: int) -> dict:
     for rep in range(repeat):
         # cold caches for every pass: fresh workers (their parse / sympy caches), and the
         # caller's gold caches cleared; the restart itself is not timed
-        deadline.get_pool().close()
-        deadline._POOL = None
+        sympy_pool.get_pool().close()
+        sympy_pool._POOL = None
         warm_up()
         for g, p in WARMUP_PAIRS:
             verify(p, g)

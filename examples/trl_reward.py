@@ -30,11 +30,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from scorer import GradeOptions, grade_record, reward_config
+from scorer.verdict import DEFAULT_TIMEOUT
 
 RewardFunc = Callable[..., list[float | None]]
 
 
-def make_reward(preset: str = "binary", *, timeout: float = 5.0, **overrides: float) -> RewardFunc:
+def make_reward(
+    preset: str = "binary", *, timeout: float = DEFAULT_TIMEOUT, **overrides: float
+) -> RewardFunc:
     """A reward function for ``preset``: ``"binary"`` (1/0 on the last box after the last
     ``</think>``, or in the whole text when there is none: for any model) or ``"interleaved"``
     (the seed environment's rules, for thinking models: -1 on format errors, including a

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from exec_server import __version__
 from exec_server.models import CalculateResponse, ExecuteRequest, ExecuteResponse
+from scorer.verdict import DEFAULT_TIMEOUT
 
 __all__ = [
     "AsyncClient",
@@ -48,8 +49,8 @@ __all__ = [
 ]
 
 DEFAULT_URL = "http://localhost:5002"
-# The scorer's default time limit per answer check (scorer.grading.DEFAULT_TIMEOUT).
-SERVER_SCORE_TIMEOUT = 5.0
+# The scorer's default time limit per answer check.
+SERVER_SCORE_TIMEOUT = DEFAULT_TIMEOUT
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 # Timeouts of the wait for an answer are not signs of a dead server (the snippet or the queue may
 # simply be slow), so they are retried but do not set the URL aside.
@@ -153,9 +154,10 @@ class CalculateResult(CalculateResponse):
 
 
 class ScoreResult(BaseModel):
-    """Grade of one trajectory (a row of the scorer). ``reward`` is ``None`` only on an
-    ``error`` row; ``reasons`` are stable codes. Fields the server adds later are kept as
-    extras (``model_extra``)."""
+    """Grade of one trajectory: the fields of the scorer's one row schema
+    (``scorer.row.GradedRow``) a client reads, each with a default so an older server's row
+    still parses; the row's other fields are kept as extras (``model_extra``). ``reward`` is
+    ``None`` only on an ``error`` row; ``reasons`` are stable codes."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 # The scorer owns the graded row; the HTTP layer re-exports it (one home, one line to change).
-from scorer.api import ScoreBatchResponse, ScoreRow
+from scorer.api import ScoreBatchResponse
+from scorer.row import GradedRow as ScoreRow
 
 from .settings import Isolation
 from .verdict import Limit, Status

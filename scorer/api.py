@@ -3,9 +3,9 @@
 Both are blocking (the equivalence check may take up to ``timeout`` seconds per answer), so the
 route runs them off the event loop. A caller mistake raises :class:`ScoreInputError` (a
 ``ValueError``) with a message fit for a 4xx answer; anything about one item of a batch becomes
-that item's ``error`` row instead, so one bad item never fails the others. Result rows have
-exactly the keys of a CLI output line (:data:`scorer.grading.ROW_KEYS`); ``file`` is always
-``None`` and ``line`` is the item's 1-based position in a batch (``None`` for ``/score``).
+that item's ``error`` row instead, so one bad item never fails the others. Result rows are CLI
+output rows (the one row schema, :class:`scorer.row.GradedRow`); ``file`` is always ``None``
+and ``line`` is the item's 1-based position in a batch (``None`` for ``/score``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from scorer.grading import (
-    DEFAULT_TIMEOUT,
     GradeOptions,
     error_row,
     grade_record,
@@ -25,7 +24,9 @@ from scorer.grading import (
     summarize,
 )
 from scorer.rewards import RewardConfig, reward_config
+from scorer.row import GradedRow
 from scorer.trajectories import parse_record
+from scorer.verdict import DEFAULT_TIMEOUT
 
 MAX_TIMEOUT = 30.0
 MAX_BATCH_ITEMS = 1000
@@ -37,24 +38,7 @@ class ScoreInputError(ValueError):
     a bug, not the caller's fault (the service answers 500)."""
 
 
-class ScoreRow(BaseModel):
-    """One graded trajectory (one rollout of an Atropos group)."""
-
-    id: str | int | None
-    group: str | int | None
-    index: int | None
-    file: str | None
-    line: int | None
-    format: str | None
-    reward: float | None
-    correct: bool
-    pred: str | None
-    gold: Any
-    status: str
-    reasons: list[str]
-    tool_calls: int
-    env_reward: float | None
-    error: str | None
+ScoreRow = GradedRow  # the name this module gave the row before scorer.row held it
 
 
 class ScoreBatchRequest(BaseModel):
@@ -74,7 +58,7 @@ class ScoreBatchRequest(BaseModel):
 
 
 class ScoreBatchResponse(BaseModel):
-    results: list[ScoreRow]
+    results: list[GradedRow]
     summary: dict[str, Any]
 
 

@@ -36,7 +36,6 @@ from rich.table import Table
 from rich.text import Text
 
 from scorer.grading import (
-    DEFAULT_TIMEOUT,
     GradeOptions,
     Task,
     default_jobs,
@@ -46,6 +45,7 @@ from scorer.grading import (
 from scorer.openenv import looks_like_openenv, parse_log, summarize_episodes
 from scorer.rewards import PRESETS, reward_config
 from scorer.trajectories import load_answers_file
+from scorer.verdict import DEFAULT_TIMEOUT
 
 EXIT_OK = 0
 EXIT_USAGE = 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 from scorer.exact import (
     NotRational,
@@ -22,10 +23,41 @@ from scorer.exact import (
     exact_value,
     rounds_to,
 )
-from scorer.parse import Answer, Ast, canonical, contains, free_symbols, is_label
-from scorer.verdict import Reason
+from scorer.nodes import (
+    NEG_OO,
+    OO,
+    Add,
+    Answer,
+    Ast,
+    Based,
+    Coll,
+    Const,
+    Dec,
+    Deg,
+    Det,
+    Div,
+    Dots,
+    Expr,
+    In,
+    Int,
+    Interval,
+    Letter,
+    Matrix,
+    Mul,
+    NamedSet,
+    Neg,
+    Pct,
+    Ratio,
+    Rel,
+    Sym,
+    Text,
+    Time,
+    Union,
+)
+from scorer.parse import canonical, contains, free_symbols, is_label
+from scorer.verdict import Reason, Verdict
 
-_MATRIX = frozenset({"matrix", "det"})
+_MATRIX = (Matrix, Det)
 _STRENGTH = {
     Reason.STRING_MATCH: 0,
     Reason.CHOICE_MATCH: 0,
@@ -37,29 +69,22 @@ _STRENGTH = {
 MAX_PAIRWISE = 40_000
 
 
-@dataclass(frozen=True)
-class Outcome:
-    equal: bool
-    reason: str
-    detail: str = ""
-
-
 class Undecided(Exception):  # noqa: N818 - a control-flow signal, not an error
     """The pure-Python backend cannot decide; the pair goes to the sympy worker."""
 
 
-def _equal(reason: str, detail: str = "") -> Outcome:
-    return Outcome(True, reason, detail)
+def _equal(reason: str, detail: str = "") -> Verdict:
+    return Verdict(True, reason, detail)
 
 
-def _unequal(reason: str = Reason.NOT_EQUAL, detail: str = "") -> Outcome:
-    return Outcome(False, reason, detail)
+def _unequal(reason: str = Reason.NOT_EQUAL, detail: str = "") -> Verdict:
+    return Verdict(False, reason, detail)
 
 
-def weakest(outcomes: list[Outcome]) -> Outcome:
+def weakest(outcomes: list[Verdict]) -> Verdict:
     """All equal -> the weakest evidence among them; else the first failure."""
     for o in outcomes:
-        if not o.equal:
+        if not o.correct:
             return o
     if not outcomes:
         return _equal(Reason.SYMBOLIC_EQUAL)
@@ -73,7 +98,7 @@ def weakest(outcomes: list[Outcome]) -> Outcome:
 class ExactBackend:
     """Leaf decisions with exact rationals only (caller-side fast path)."""
 
-    def values_equal(self, p: Ast, g: Ast) -> Outcome:
+    def values_equal(self, p: Ast, g: Ast) -> Verdict:
         vp = _try_exact(p)
         vg = _try_exact(g)
         if isinstance(vp, Fraction) and isinstance(vg, Fraction):
@@ -90,10 +115,10 @@ class ExactBackend:
             return True
         raise Undecided
 
-    def solve_relation(self, rel: Answer) -> Answer | None:
+    def solve_relation(self, rel: Rel) -> Answer | None:
         raise Undecided
 
-    def sets_equal(self, cp: list, cg: list) -> Outcome:
+    def sets_equal(self, cp: list[Component], cg: list[Component]) -> Verdict:
         sp, sg = _exact_set(cp), _exact_set(cg)
         if sp is None or sg is None:
             raise Undecided
@@ -111,7 +136,7 @@ def _try_exact(node: Ast) -> Fraction | type | None:
         return None
 
 
-def exact_numbers_equal(p: Ast, vp: Fraction, g: Ast, vg: Fraction) -> Outcome:
+def exact_numbers_equal(p: Ast, vp: Fraction, g: Ast, vg: Fraction) -> Verdict:
     """Two exact rationals: equal, or a decimal standing for the other (see exact.rounds_to)."""
     if vp == vg:
         return _equal(Reason.NUMERIC_EQUAL)
@@ -134,22 +159,16 @@ def exact_numbers_equal(p: Ast, vp: Fraction, g: Ast, vg: Fraction) -> Outcome:
 
 
 def is_constant(ans: Answer) -> bool:
-    return ans[0] == "expr" and not free_symbols(ans[1]) and not contains(ans[1], _OPAQUE)
+    return isinstance(ans, Expr) and not free_symbols(ans.node) and not contains(ans.node, _OPAQUE)
 
 
-_OPAQUE = frozenset({"ellipsis", "based", "matrix"})
-
-
-def _neg(a: Ast) -> Ast:
-    return ("neg", a)
+_OPAQUE = (Dots, Based, Matrix)
 
 
 def _sub(a: Ast, b: Ast) -> Ast:
-    return ("add", (a, ("neg", b)))
+    return Add((a, Neg(b)))
 
 
-_OO = ("const", "oo")
-_NEG_OO = ("neg", ("const", "oo"))
 _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "!=": "!=", "=": "="}
 
 
@@ -160,10 +179,10 @@ class EqView:
     rhs: Answer
 
 
-def eq_view(rel: Answer) -> EqView:
+def eq_view(rel: Rel) -> EqView:
     """How an all-``=`` chain is read: ``x = 5`` assigns, ``1/2 = 10/9`` / ``x = 3+3 = 6``
     states a value (the last part), ``2x + 4y = 3`` is a genuine equation."""
-    parts = rel[2]
+    parts = rel.parts
     first, last = parts[0], parts[-1]
     if is_label(first):
         return EqView("assign", first, last)
@@ -173,32 +192,59 @@ def eq_view(rel: Answer) -> EqView:
 
 
 def _is_region(a: Answer) -> bool:
-    return a[0] in ("interval", "union", "namedset")
+    return isinstance(a, Interval | Union | NamedSet)
 
 
 def _pair_like(a: Answer) -> bool:
     return (
-        a[0] == "coll"
-        and a[1] in ("tuple", "blist")
-        and len(a[2]) == 2
-        and all(e[0] == "expr" for e in a[2])
+        isinstance(a, Coll)
+        and a.kind in ("tuple", "blist")
+        and len(a.elems) == 2
+        and all(isinstance(e, Expr) for e in a.elems)
     )
 
 
-def _exact_set(components: list) -> list | None:
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A set component: the interval from ``lo`` to ``hi``."""
+
+    lo_open: bool
+    lo: Ast
+    hi: Ast
+    hi_open: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """A set component: one element."""
+
+    answer: Answer
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """A set component: a named set other than R (``\\mathbb{N}``...)."""
+
+    name: str
+
+
+Component = Span | Point | Named
+
+
+def _exact_set(components: list[Component]) -> list | None:
     """Canonical union of exact intervals/points: sorted, merged; None if not all exact."""
     ivs = []
     for c in components:
-        if c[0] == "pt":
-            if c[1][0] != "expr":
+        if isinstance(c, Point):
+            if not isinstance(c.answer, Expr):
                 return None
-            v = _bound(c[1][1])
+            v = _bound(c.answer.node)
             if v is None:
                 return None
             ivs.append((v, False, v, False))
-        elif c[0] == "iv":
-            _, lopen, lo, hi, ropen = c
-            a, b = _bound(lo), _bound(hi)
+        elif isinstance(c, Span):
+            lopen, ropen = c.lo_open, c.hi_open
+            a, b = _bound(c.lo), _bound(c.hi)
             if a is None or b is None:
                 return None
             ivs.append((a, lopen and a != -INF, b, ropen and b != INF))
@@ -222,9 +268,9 @@ INF = Fraction(10) ** 400  # stands for +oo among exact endpoints (compared, nev
 
 
 def _bound(node: Ast) -> Fraction | None:
-    if node == _OO:
+    if node == OO:
         return INF
-    if node == _NEG_OO:
+    if node == NEG_OO:
         return -INF
     v = _try_exact(node)
     return v if isinstance(v, Fraction) and abs(v) < INF else None
@@ -245,40 +291,39 @@ class Comparer:
     def __init__(self, backend: ExactBackend) -> None:
         self.be = backend
 
-    def compare(self, p: Answer, g: Answer) -> Outcome:
-        kp, kg = p[0], g[0]
-        if p == g and kp != "text":
+    def compare(self, p: Answer, g: Answer) -> Verdict:
+        if p == g and not isinstance(p, Text):
             return _equal(Reason.SYMBOLIC_EQUAL, "same structure")
-        if kp == "text" or kg == "text":
+        if isinstance(p, Text) or isinstance(g, Text):
             return self._text(p, g)
-        if kp == "rel" or kg == "rel":
+        if isinstance(p, Rel) or isinstance(g, Rel):
             return self._relation(p, g)
-        if kp == "letter" or kg == "letter":
+        if isinstance(p, Letter) or isinstance(g, Letter):
             return self._letter(p, g)
-        if kp == "time" or kg == "time":
+        if isinstance(p, Time) or isinstance(g, Time):
             return self._time(p, g)
-        if kp == "in" and kg == "in":
-            return self.compare(p[2], g[2])
-        if kp == "in":
-            return self.compare(p[2], g)
-        if kg == "in":
-            return self.compare(p, g[2])
-        if kp == "ratio" or kg == "ratio":
+        if isinstance(p, In) and isinstance(g, In):
+            return self.compare(p.domain, g.domain)
+        if isinstance(p, In):
+            return self.compare(p.domain, g)
+        if isinstance(g, In):
+            return self.compare(p, g.domain)
+        if isinstance(p, Ratio) or isinstance(g, Ratio):
             return self._ratio(p, g)
         if _is_region(p) or _is_region(g):
             return self._sets(p, g)
-        if kp == "coll" or kg == "coll":
+        if isinstance(p, Coll) or isinstance(g, Coll):
             return self._colls(p, g)
-        return self.values(p[1], g[1])
+        return self.values(cast(Expr, p).node, cast(Expr, g).node)
 
     # -- leaves
-    def values(self, pa: Ast, ga: Ast) -> Outcome:
-        pm, gm = pa[0] == "matrix", ga[0] == "matrix"
+    def values(self, pa: Ast, ga: Ast) -> Verdict:
+        pm, gm = isinstance(pa, Matrix), isinstance(ga, Matrix)
         if pm and gm:
             return self._matrices(pa, ga)
         if (pm or gm) and not (contains(pa, _MATRIX) and contains(ga, _MATRIX)):
             return _unequal(Reason.STRUCTURE_MISMATCH, "matrix vs scalar")
-        last: Outcome | None = None
+        last: Verdict | None = None
         undecided = False
         for a in _alternatives(pa):
             for b in _alternatives(ga):
@@ -287,110 +332,115 @@ class Comparer:
                 except Undecided:
                     undecided = True
                     continue
-                if out.equal:
+                if out.correct:
                     return out
                 last = out
         if undecided:
             raise Undecided
         return last or _unequal()
 
-    def _matrices(self, pa: Ast, ga: Ast) -> Outcome:
-        rp, rg = pa[1], ga[1]
+    def _matrices(self, pa: Matrix, ga: Matrix) -> Verdict:
+        rp, rg = pa.rows, ga.rows
         if len(rp) != len(rg) or len(rp[0]) != len(rg[0]):
             return _unequal(Reason.STRUCTURE_MISMATCH, "matrix shapes differ")
         outs = []
         for row_p, row_g in zip(rp, rg, strict=True):
             for a, b in zip(row_p, row_g, strict=True):
                 o = self.values(a, b)
-                if not o.equal:
+                if not o.correct:
                     return o
                 outs.append(o)
         return weakest(outs)
 
     # -- words
-    def _text(self, p: Answer, g: Answer) -> Outcome:
-        failed = (p[0] == "text" and p[2]) or (g[0] == "text" and g[2])
-        if p[0] == "text" and g[0] == "text":
-            if p[1] and p[1] == g[1]:
+    def _text(self, p: Answer, g: Answer) -> Verdict:
+        failed = (isinstance(p, Text) and p.parse_failed) or (
+            isinstance(g, Text) and g.parse_failed
+        )
+        if isinstance(p, Text) and isinstance(g, Text):
+            if p.words and p.words == g.words:
                 return _equal(Reason.TEXT_MATCH)
             return _unequal(Reason.PARSE_ERROR if failed else Reason.NOT_EQUAL)
         return _unequal(Reason.PARSE_ERROR if failed else Reason.STRUCTURE_MISMATCH, "text vs math")
 
-    def _letter(self, p: Answer, g: Answer) -> Outcome:
-        if p[0] == "letter" and g[0] == "letter":
-            explicit = p[2] or g[2]
-            if p[1] == g[1]:
+    def _letter(self, p: Answer, g: Answer) -> Verdict:
+        if isinstance(p, Letter) and isinstance(g, Letter):
+            explicit = p.explicit or g.explicit
+            if p.letter == g.letter:
                 return _equal(Reason.CHOICE_MATCH if explicit else Reason.STRING_MATCH)
-            if explicit and p[1].lower() == g[1].lower():
+            if explicit and p.letter.lower() == g.letter.lower():
                 return _equal(Reason.CHOICE_MATCH)
             return _unequal()
-        other = g if p[0] == "letter" else p
-        letter = p if p[0] == "letter" else g
-        if other[0] == "expr" and not letter[2]:
+        letter, other = (p, g) if isinstance(p, Letter) else (cast(Letter, g), p)
+        if isinstance(other, Expr) and not letter.explicit:
             return (
-                self.values(("sym", letter[1]), other[1])
+                self.values(Sym(letter.letter), other.node)
                 if letter is p
-                else self.values(other[1], ("sym", letter[1]))
+                else self.values(other.node, Sym(letter.letter))
             )
         return _unequal(Reason.STRUCTURE_MISMATCH, "letter vs other")
 
-    def _time(self, p: Answer, g: Answer) -> Outcome:
-        if p[0] == "time" and g[0] == "time":
-            return _equal(Reason.NUMERIC_EQUAL) if p[1] == g[1] else _unequal()
-        t, other = (p, g) if p[0] == "time" else (g, p)
-        if other[0] == "ratio" and len(other[1]) == 2 and t[2][2] == 0:
-            want = (("int", t[2][0]), ("int", t[2][1]))
-            if tuple(other[1]) == want:
+    def _time(self, p: Answer, g: Answer) -> Verdict:
+        if isinstance(p, Time) and isinstance(g, Time):
+            return _equal(Reason.NUMERIC_EQUAL) if p.seconds == g.seconds else _unequal()
+        t, other = (p, g) if isinstance(p, Time) else (cast(Time, g), p)
+        if isinstance(other, Ratio) and len(other.parts) == 2 and t.second == 0:
+            want = (Int(t.hour), Int(t.minute))
+            if tuple(other.parts) == want:
                 return _equal(Reason.STRING_MATCH)
         return _unequal(Reason.STRUCTURE_MISMATCH, "time vs other")
 
-    def _ratio(self, p: Answer, g: Answer) -> Outcome:
-        if p[0] == "ratio" and g[0] == "ratio":
-            a, b = p[1], g[1]
+    def _ratio(self, p: Answer, g: Answer) -> Verdict:
+        if isinstance(p, Ratio) and isinstance(g, Ratio):
+            a, b = p.parts, g.parts
             if len(a) != len(b):
                 return _unequal(Reason.STRUCTURE_MISMATCH, "ratio lengths differ")
-            if any(x[0] == "ellipsis" for x in a + b):
+            if any(isinstance(x, Dots) for x in a + b):
                 outs = []
                 for x, y in zip(a, b, strict=True):
                     o = _equal(Reason.STRING_MATCH) if x == y else self.values(x, y)
-                    if not o.equal:
+                    if not o.correct:
                         return o
                     outs.append(o)
                 return weakest(outs)
             outs = []
             for i in range(1, len(a)):
-                o = self.values(("div", a[i], a[0]), ("div", b[i], b[0]))
-                if not o.equal:
+                o = self.values(Div(a[i], a[0]), Div(b[i], b[0]))
+                if not o.correct:
                     return o
                 outs.append(o)
             return weakest(outs)
-        r, other = (p, g) if p[0] == "ratio" else (g, p)
-        if other[0] == "expr" and len(r[1]) == 2:
-            q = ("div", r[1][0], r[1][1])
-            return self.values(q, other[1]) if r is p else self.values(other[1], q)
+        r, other = (p, g) if isinstance(p, Ratio) else (cast(Ratio, g), p)
+        if isinstance(other, Expr) and len(r.parts) == 2:
+            q = Div(r.parts[0], r.parts[1])
+            return self.values(q, other.node) if r is p else self.values(other.node, q)
         return _unequal(Reason.STRUCTURE_MISMATCH, "ratio vs other")
 
     # -- equations and inequalities
-    def _relation(self, p: Answer, g: Answer) -> Outcome:
-        if p[0] == "rel" and g[0] == "rel":
+    def _relation(self, p: Answer, g: Answer) -> Verdict:
+        if isinstance(p, Rel) and isinstance(g, Rel):
             return self._rel_rel(p, g)
-        rel, other = (p, g) if p[0] == "rel" else (g, p)
-        if all(op == "=" for op in rel[1]):
+        rel, other = (p, g) if isinstance(p, Rel) else (cast(Rel, g), p)
+        if all(op == "=" for op in rel.ops):
             view = eq_view(rel)
             if view.kind == "equation":
                 return _unequal(detail="equation vs value")
             return self.compare(view.rhs, other) if rel is p else self.compare(other, view.rhs)
-        target = other[2] if other[0] == "in" else other
-        if _is_region(target) or _pair_like(target) or (target[0] == "coll" and target[1] == "set"):
+        target = other.domain if isinstance(other, In) else other
+        if (
+            _is_region(target)
+            or _pair_like(target)
+            or (isinstance(target, Coll) and target.kind == "set")
+        ):
             s = self._relation_set(rel)
             if s is None:
                 return _unequal(Reason.STRUCTURE_MISMATCH, "inequality vs set")
             return self._sets(s, target) if rel is p else self._sets(target, s)
         return _unequal(Reason.STRUCTURE_MISMATCH, "inequality vs value")
 
-    def _rel_rel(self, p: Answer, g: Answer) -> Outcome:
-        pe = all(op == "=" for op in p[1])
-        ge = all(op == "=" for op in g[1])
+    def _rel_rel(self, p: Rel, g: Rel) -> Verdict:
+        pe = all(op == "=" for op in p.ops)
+        ge = all(op == "=" for op in g.ops)
         if pe != ge:
             return _unequal(Reason.STRUCTURE_MISMATCH, "equation vs inequality")
         if pe:
@@ -403,7 +453,7 @@ class Comparer:
             return self._sets(sp, sg)
         return self._inequality_forms(p, g)
 
-    def _equations(self, vp: EqView, vg: EqView) -> Outcome:
+    def _equations(self, vp: EqView, vg: EqView) -> Verdict:
         if vp.kind == "value" or vg.kind == "value":
             if vp.kind == "equation" or vg.kind == "equation":
                 return _unequal(detail="equation vs value")
@@ -411,20 +461,25 @@ class Comparer:
         if vp.kind == vg.kind == "assign" and _same_label(vp.lhs, vg.lhs):
             return self.compare(vp.rhs, vg.rhs)
         res = None
-        if all(a[0] == "expr" for a in (vp.lhs, vp.rhs, vg.lhs, vg.rhs)):
-            dp = _sub(vp.lhs[1], vp.rhs[1])
-            dg = _sub(vg.lhs[1], vg.rhs[1])
+        if (
+            isinstance(vp.lhs, Expr)
+            and isinstance(vp.rhs, Expr)
+            and isinstance(vg.lhs, Expr)
+            and isinstance(vg.rhs, Expr)
+        ):
+            dp = _sub(vp.lhs.node, vp.rhs.node)
+            dg = _sub(vg.lhs.node, vg.rhs.node)
             if self.be.proportional(dp, dg, positive=False):
                 return _equal(Reason.SYMBOLIC_EQUAL, "equations are proportional")
-            if canonical(vp.lhs[1]) == canonical(vg.lhs[1]):
+            if canonical(vp.lhs.node) == canonical(vg.lhs.node):
                 res = self.compare(vp.rhs, vg.rhs)
-                if res.equal:
+                if res.correct:
                     return res
         if vp.kind == vg.kind == "assign":
             return self.compare(vp.rhs, vg.rhs)
         return res or _unequal()
 
-    def _inequality_forms(self, p: Answer, g: Answer) -> Outcome:
+    def _inequality_forms(self, p: Rel, g: Rel) -> Verdict:
         fp, fg = _one_sided(p), _one_sided(g)
         if fp is None or fg is None or fp[1] != fg[1]:
             return _unequal(detail="different inequalities")
@@ -433,49 +488,46 @@ class Comparer:
             return _equal(Reason.SYMBOLIC_EQUAL, "inequalities are proportional")
         return _unequal()
 
-    def _relation_set(self, rel: Answer) -> Answer | None:
+    def _relation_set(self, rel: Rel) -> Answer | None:
         """A univariate inequality as a set: ``x > 2`` -> (2, oo); ``1 <= x < 3`` -> [1, 3)."""
-        ops, parts = rel[1], rel[2]
-        if any(a[0] != "expr" for a in parts):
+        ops, parts = rel.ops, cast(tuple[Expr, ...], rel.parts)
+        if any(not isinstance(a, Expr) for a in parts):
             return None
         if len(ops) == 1:
             left, right = parts
             op = ops[0]
             if not is_constant(left) and is_constant(right):
-                var, c = left, right[1]
+                var, c = left, right.node
             elif is_constant(left) and not is_constant(right):
-                var, c, op = right, left[1], _FLIP[op]
+                var, c, op = right, left.node, _FLIP[op]
             else:
                 return self.be.solve_relation(rel)
             if not _simple_var(var):
                 return self.be.solve_relation(rel)
             if op == "<":
-                return ("interval", True, _NEG_OO, c, True)
+                return Interval(True, NEG_OO, c, True)
             if op == "<=":
-                return ("interval", True, _NEG_OO, c, False)
+                return Interval(True, NEG_OO, c, False)
             if op == ">":
-                return ("interval", True, c, _OO, True)
+                return Interval(True, c, OO, True)
             if op == ">=":
-                return ("interval", False, c, _OO, True)
+                return Interval(False, c, OO, True)
             if op == "!=":
-                return (
-                    "union",
-                    (("interval", True, _NEG_OO, c, True), ("interval", True, c, _OO, True)),
-                )
+                return Union((Interval(True, NEG_OO, c, True), Interval(True, c, OO, True)))
             return None
         if len(ops) == 2 and is_constant(parts[0]) and is_constant(parts[2]):
             if not _simple_var(parts[1]):
                 return self.be.solve_relation(rel)
-            a, b = parts[0][1], parts[2][1]
+            a, b = parts[0].node, parts[2].node
             if ops[0] in ("<", "<=") and ops[1] in ("<", "<="):
-                return ("interval", ops[0] == "<", a, b, ops[1] == "<")
+                return Interval(ops[0] == "<", a, b, ops[1] == "<")
             if ops[0] in (">", ">=") and ops[1] in (">", ">="):
-                return ("interval", ops[1] == ">", b, a, ops[0] == ">")
+                return Interval(ops[1] == ">", b, a, ops[0] == ">")
             return None
         return self.be.solve_relation(rel)
 
     # -- sets and intervals
-    def _sets(self, p: Answer, g: Answer) -> Outcome:
+    def _sets(self, p: Answer, g: Answer) -> Verdict:
         cp, cg = self._components(p), self._components(g)
         if cp is None or cg is None:
             return _unequal(Reason.STRUCTURE_MISMATCH, "set vs non-set")
@@ -485,7 +537,7 @@ class Comparer:
             for c in cp:
                 for j, d in enumerate(remaining):
                     o = self._component_equal(c, d)
-                    if o.equal:
+                    if o.correct:
                         outs.append(o)
                         del remaining[j]
                         break
@@ -499,97 +551,100 @@ class Comparer:
             return _unequal(detail="set components differ")
         return self.be.sets_equal(cp, cg)
 
-    def _components(self, a: Answer) -> list | None:
-        k = a[0]
-        if k == "interval":
-            return [("iv", a[1], a[2], a[3], a[4])]
-        if k == "union":
-            out: list = []
-            for part in a[1]:
+    def _components(self, a: Answer) -> list[Component] | None:
+        if isinstance(a, Interval):
+            return [Span(a.left_open, a.lo, a.hi, a.right_open)]
+        if isinstance(a, Union):
+            out: list[Component] = []
+            for part in a.parts:
                 c = self._components(part)
                 if c is None:
                     return None
                 out.extend(c)
             return out
-        if k == "namedset":
-            if a[1] == "R":
-                return [("iv", True, _NEG_OO, _OO, True)]
-            return [("named", a[1])]
-        if k == "coll" and a[1] == "set":
-            return [("pt", e) for e in a[2]]
+        if isinstance(a, NamedSet):
+            if a.name == "R":
+                return [Span(True, NEG_OO, OO, True)]
+            return [Named(a.name)]
+        if isinstance(a, Coll) and a.kind == "set":
+            return [Point(e) for e in a.elems]
         if _pair_like(a):
-            is_open = a[1] == "tuple"
-            return [("iv", is_open, a[2][0][1], a[2][1][1], is_open)]
-        if k == "rel" and not all(op == "=" for op in a[1]):
+            elems = cast(Coll, a).elems
+            is_open = cast(Coll, a).kind == "tuple"
+            lo, hi = cast(Expr, elems[0]).node, cast(Expr, elems[1]).node
+            return [Span(is_open, lo, hi, is_open)]
+        if isinstance(a, Rel) and not all(op == "=" for op in a.ops):
             s = self._relation_set(a)
             return None if s is None else self._components(s)
-        if k == "in":
-            return self._components(a[2])
-        if k == "expr":
-            return [("pt", a)]
+        if isinstance(a, In):
+            return self._components(a.domain)
+        if isinstance(a, Expr):
+            return [Point(a)]
         return None
 
-    def _component_equal(self, c: tuple, d: tuple) -> Outcome:
-        if c[0] != d[0]:
+    def _component_equal(self, c: Component, d: Component) -> Verdict:
+        if type(c) is not type(d):
             return _unequal(Reason.STRUCTURE_MISMATCH)
-        if c[0] == "named":
-            return _equal(Reason.STRING_MATCH) if c[1] == d[1] else _unequal()
-        if c[0] == "pt":
-            return self.compare(c[1], d[1])
-        _, lo_open, lo, hi, hi_open = c
-        _, lo_open2, lo2, hi2, hi_open2 = d
-        if (lo_open != lo_open2 and lo != _NEG_OO) or (hi_open != hi_open2 and hi != _OO):
+        if isinstance(c, Named):
+            return _equal(Reason.STRING_MATCH) if c.name == cast(Named, d).name else _unequal()
+        if isinstance(c, Point):
+            return self.compare(c.answer, cast(Point, d).answer)
+        d = cast(Span, d)
+        lo_open, lo, hi, hi_open = c.lo_open, c.lo, c.hi, c.hi_open
+        lo_open2, lo2, hi2, hi_open2 = d.lo_open, d.lo, d.hi, d.hi_open
+        if (lo_open != lo_open2 and lo != NEG_OO) or (hi_open != hi_open2 and hi != OO):
             return _unequal(detail="bracket types differ")
         a = self.values(lo, lo2)
-        if not a.equal:
+        if not a.correct:
             return a
         b = self.values(hi, hi2)
-        if not b.equal:
+        if not b.correct:
             return b
         return weakest([a, b])
 
     # -- collections
-    def _colls(self, p: Answer, g: Answer) -> Outcome:
-        if p[0] == "coll" and g[0] == "coll":
-            kp, kg = p[1], g[1]
+    def _colls(self, p: Answer, g: Answer) -> Verdict:
+        if isinstance(p, Coll) and isinstance(g, Coll):
+            kp, kg = p.kind, g.kind
             if {kp, kg} & {"set"} and {kp, kg} & {"tuple", "blist"}:
                 return _unequal(Reason.STRUCTURE_MISMATCH, "set vs tuple")
-            has_ellipsis = any(e[0] == "expr" and e[1] == ("ellipsis",) for e in p[2] + g[2])
+            has_ellipsis = any(
+                isinstance(e, Expr) and isinstance(e.node, Dots) for e in p.elems + g.elems
+            )
             if kp in ("set", "list") and kg in ("set", "list") and not has_ellipsis:
-                return self._unordered(p[2], g[2])
+                return self._unordered(p.elems, g.elems)
             if {kp, kg} == {"tuple", "blist"} and _pair_like(p) and _pair_like(g):
                 return self._sets(p, g)
-            return self._ordered(p[2], g[2])
-        coll, other = (p, g) if p[0] == "coll" else (g, p)
-        if len(coll[2]) == 1:
-            return self.compare(coll[2][0], other) if coll is p else self.compare(other, coll[2][0])
-        if other[0] == "expr" and other[1][0] == "matrix":
-            flat = _vector(other[1])
-            if flat is not None and len(flat) == len(coll[2]):
-                vec = ("coll", "tuple", tuple(("expr", x) for x in flat))
-                return (
-                    self._ordered(coll[2], vec[2]) if coll is p else self._ordered(vec[2], coll[2])
-                )
-        return _unequal(Reason.STRUCTURE_MISMATCH, f"{len(coll[2])} items vs one")
+            return self._ordered(p.elems, g.elems)
+        coll, other = (p, g) if isinstance(p, Coll) else (cast(Coll, g), p)
+        items = coll.elems
+        if len(items) == 1:
+            return self.compare(items[0], other) if coll is p else self.compare(other, items[0])
+        if isinstance(other, Expr) and isinstance(other.node, Matrix):
+            flat = _vector(other.node)
+            if flat is not None and len(flat) == len(items):
+                vec = tuple(Expr(x) for x in flat)
+                return self._ordered(items, vec) if coll is p else self._ordered(vec, items)
+        return _unequal(Reason.STRUCTURE_MISMATCH, f"{len(items)} items vs one")
 
-    def _ordered(self, ps: tuple, gs: tuple) -> Outcome:
+    def _ordered(self, ps: tuple[Answer, ...], gs: tuple[Answer, ...]) -> Verdict:
         if len(ps) != len(gs):
             return _unequal(Reason.STRUCTURE_MISMATCH, f"{len(ps)} items vs {len(gs)}")
         outs = []
         for a, b in zip(ps, gs, strict=True):
             o = self.compare(a, b)
-            if not o.equal:
+            if not o.correct:
                 return o
             outs.append(o)
         return weakest(outs)
 
-    def _unordered(self, ps: tuple, gs: tuple) -> Outcome:
+    def _unordered(self, ps: tuple[Answer, ...], gs: tuple[Answer, ...]) -> Verdict:
         """Set semantics: every item on each side equals some item on the other side."""
         kp = [_exact_key(a) for a in ps]
         kg = [_exact_key(b) for b in gs]
         keys_g = {k for k in kg if k is not None}
         keys_p = {k for k in kp if k is not None}
-        outs: list[Outcome] = []
+        outs: list[Verdict] = []
         pending_p = [a for a, k in zip(ps, kp, strict=True) if k is None or k not in keys_g]
         pending_g = [b for b, k in zip(gs, kg, strict=True) if k is None or k not in keys_p]
         if len(pending_p) * len(gs) + len(pending_g) * len(ps) > MAX_PAIRWISE:
@@ -604,7 +659,7 @@ class Comparer:
                     except Undecided:
                         undecided = True
                         continue
-                    if o.equal:
+                    if o.correct:
                         found = o
                         break
                 if found is None:
@@ -621,43 +676,40 @@ def _same_label(a: Answer, b: Answer) -> bool:
     return _label_key(a) == _label_key(b)
 
 
-def _label_key(a: Answer):
-    if a[0] == "expr":
-        return canonical(a[1])
-    return tuple(
-        _label_key(x) if isinstance(x, tuple) and x and x[0] in ("expr", "coll") else x for x in a
-    )
+def _label_key(a: Answer) -> object:
+    """What names a label: an expression's canonical form, any other answer itself."""
+    return canonical(a.node) if isinstance(a, Expr) else a
 
 
 def _simple_var(a: Answer) -> bool:
     """The unknown of a univariate inequality: ``x``, ``a_1``, ``f(x)`` (not ``|z|``)."""
-    if a[0] != "expr":
+    if not isinstance(a, Expr):
         return False
-    node = a[1]
-    if node[0] == "sym":
+    node = a.node
+    if isinstance(node, Sym):
         return True
-    return node[0] == "mul" and all(c[0] == "sym" for c in node[1])
+    return isinstance(node, Mul) and all(isinstance(c, Sym) for c in node.factors)
 
 
-def _relation_var(rel: Answer):
-    for part in rel[2]:
-        if part[0] == "expr" and not is_constant(part):
-            return canonical(part[1]) if _simple_var(part) else None
+def _relation_var(rel: Rel) -> object:
+    for part in rel.parts:
+        if isinstance(part, Expr) and not is_constant(part):
+            return canonical(part.node) if _simple_var(part) else None
     return None
 
 
-def _one_sided(rel: Answer) -> tuple[Ast, str] | None:
-    if len(rel[1]) != 1 or any(a[0] != "expr" for a in rel[2]):
+def _one_sided(rel: Rel) -> tuple[Ast, str] | None:
+    if len(rel.ops) != 1 or any(not isinstance(a, Expr) for a in rel.parts):
         return None
-    op = rel[1][0]
-    left, right = rel[2][0][1], rel[2][1][1]
+    op = rel.ops[0]
+    left, right = cast(Expr, rel.parts[0]).node, cast(Expr, rel.parts[1]).node
     if op in (">", ">="):
         return _sub(right, left), "<" if op == ">" else "<="
     return _sub(left, right), op
 
 
-def _vector(node: Ast) -> list | None:
-    rows = node[1]
+def _vector(node: Matrix) -> list[Ast] | None:
+    rows = node.rows
     if len(rows) == 1:
         return list(rows[0])
     if all(len(r) == 1 for r in rows):
@@ -667,26 +719,26 @@ def _vector(node: Ast) -> list | None:
 
 def _alternatives(node: Ast) -> list[Ast]:
     """``28\\%`` may mean 28 or 0.28; ``30^\\circ`` may mean 30 or pi/6."""
-    if node[0] == "pct":
-        x = node[1]
+    if isinstance(node, Pct):
+        x = node.arg
         d = decimal_literal(x)
         if d is not None:
-            return [x, ("dec", d[0], d[1] - 2, d[2])]
-        return [x, ("div", x, ("int", 100))]
-    if node[0] == "deg":
-        x = node[1]
-        return [x, ("mul", (x, ("div", ("const", "pi"), ("int", 180))))]
+            return [x, Dec(d[0], d[1] - 2, d[2])]
+        return [x, Div(x, Int(100))]
+    if isinstance(node, Deg):
+        x = node.arg
+        return [x, Mul((x, Div(Const("pi"), Int(180))))]
     return [node]
 
 
-def _exact_key(a: Answer):
+def _exact_key(a: Answer) -> tuple | None:
     """Hashable exact value of an item (numbers and tuples of numbers), else None."""
-    if a[0] == "expr":
-        if a[1][0] in ("pct", "deg"):
+    if isinstance(a, Expr):
+        if isinstance(a.node, Pct | Deg):
             return None
-        v = _try_exact(a[1])
+        v = _try_exact(a.node)
         return ("q", v) if isinstance(v, Fraction) else None
-    if a[0] == "coll" and a[1] == "tuple":
-        keys = tuple(_exact_key(x) for x in a[2])
+    if isinstance(a, Coll) and a.kind == "tuple":
+        keys = tuple(_exact_key(x) for x in a.elems)
         return None if any(k is None for k in keys) else ("t", keys)
     return None

@@ -9,7 +9,7 @@ Strategy, cheapest first (all but the last step run in the calling process, in p
    fractions, decimals, percent, sets / tuples / intervals of numbers, choice letters, text;
 4. anything that needs algebra (symbols, radicals, pi, trig, matrices products...) is sent to
    a persistent sympy worker process under a hard wall-clock deadline
-   (``scorer.deadline``); past the deadline the worker is SIGKILLed and the verdict is
+   (``scorer.sympy_pool``); past the deadline the worker is SIGKILLed and the verdict is
    ``timeout``.
 
 Thread-safe and usable from worker processes; never raises on bad input.
@@ -21,20 +21,20 @@ import math
 import re
 from functools import lru_cache
 
-from scorer.compare import Comparer, ExactBackend, Outcome, Undecided
-from scorer.deadline import DeadlineExceeded, WorkerCrashed, get_pool
+from scorer.compare import Comparer, ExactBackend, Undecided
+from scorer.nodes import Answer, Expr
 from scorer.normalize import comparison_key, extract_final_answer, normalize_answer
-from scorer.parse import Answer, TooDeep, parse_answer
-from scorer.verdict import Reason, Verdict
+from scorer.parse import TooDeep, parse_answer
+from scorer.sympy_pool import DeadlineExceeded, WorkerCrashed, get_pool
+from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
 MAX_INPUT_CHARS = 20_000  # raw input (may be a whole solution; extraction is linear-time)
 MAX_ANSWER_CHARS = 10_000  # the extracted answer that gets parsed
-DEFAULT_TIMEOUT = 5.0
 
 _EXACT = Comparer(ExactBackend())
 
 
-def gold_to_str(gold: str | int | float) -> str:
+def gold_to_str(gold: Gold) -> str:
     """Golds from JSON may be numbers: ints stringify exactly, floats by shortest repr."""
     if isinstance(gold, bool):
         return str(gold)
@@ -50,15 +50,16 @@ def gold_to_str(gold: str | int | float) -> str:
 CACHE_MAX_CHARS = 2_000  # longer inputs are not cached (bounded cache memory)
 
 
-def prepare(text: str) -> str:
-    """Extraction + normalization, cached (the same gold is graded against many rollouts)."""
+def prepare(text: str, *, gold: bool = False) -> str:
+    """Extraction + normalization, cached (the same gold is graded against many rollouts).
+    ``gold`` only changes what an unclosed box means (see ``normalize.extract_final_answer``)."""
     if len(text) > CACHE_MAX_CHARS:
-        return _prepare(text)
-    return _prepare_cached(text)
+        return _prepare(text, gold)
+    return _prepare_cached(text, gold)
 
 
-def _prepare(text: str) -> str:
-    return normalize_answer(extract_final_answer(text))
+def _prepare(text: str, gold: bool = False) -> str:
+    return normalize_answer(extract_final_answer(text, gold=gold))
 
 
 _prepare_cached = lru_cache(maxsize=8192)(_prepare)
@@ -75,11 +76,7 @@ def _parsed(norm: str) -> Answer | None:
         return None
 
 
-def _verdict(out: Outcome) -> Verdict:
-    return Verdict(out.equal, out.reason, out.detail)
-
-
-def verify(pred: str, gold: str | int | float, *, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
+def verify(pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
     """Compare ``pred`` with ``gold``; see docs/scorer.md for the rules and reason codes.
 
     ``timeout`` bounds the sympy work in seconds (the worker is killed past it). Cheap cases
@@ -95,7 +92,7 @@ def verify(pred: str, gold: str | int | float, *, timeout: float = DEFAULT_TIMEO
     if len(gold_s) > MAX_INPUT_CHARS:
         return Verdict(False, Reason.TOO_LONG, f"gold has {len(gold_s)} chars")
     p_norm = prepare(pred)
-    g_norm = prepare(gold_s)
+    g_norm = prepare(gold_s, gold=True)
     if not p_norm:
         return Verdict(False, Reason.EMPTY, "no answer")
     if not g_norm:
@@ -110,10 +107,10 @@ def verify(pred: str, gold: str | int | float, *, timeout: float = DEFAULT_TIMEO
     p_alt, g_alt = _decimal_comma(p_norm, g_ans), _decimal_comma(g_norm, p_ans)
     try:
         out = _EXACT.compare(p_ans, g_ans)
-        if not out.equal and (p_alt or g_alt):
+        if not out.correct and (p_alt or g_alt):
             alt = _EXACT.compare(_parsed(p_alt or p_norm), _parsed(g_alt or g_norm))  # type: ignore[arg-type]
-            out = alt if alt.equal else out
-        return _verdict(out)
+            out = alt if alt.correct else out
+        return out
     except Undecided:
         pass
     except RecursionError:
@@ -126,7 +123,7 @@ _DECIMAL_COMMA = re.compile(r"-?\d+,\d+")
 
 def _decimal_comma(norm: str, other: Answer) -> str | None:
     """``2,74`` against a single number also reads as the decimal 2.74 (European notation)."""
-    if other[0] == "expr" and _DECIMAL_COMMA.fullmatch(norm):
+    if isinstance(other, Expr) and _DECIMAL_COMMA.fullmatch(norm):
         return norm.replace(",", ".")
     return None
 

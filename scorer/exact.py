@@ -12,7 +12,26 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from scorer.parse import Ast
+from scorer.nodes import (
+    Abs,
+    Add,
+    Ast,
+    Binom,
+    Ceil,
+    Dec,
+    Div,
+    Fact,
+    Floor,
+    Int,
+    Mul,
+    Neg,
+    Node,
+    Pct,
+    Pow,
+    Root,
+    Sqrt,
+    SympyValue,
+)
 
 MAX_BITS = 200_000  # largest exact integer we build in the caller (~60k digits)
 MAX_FACTORIAL = 5_000
@@ -38,66 +57,65 @@ def _check(q: Fraction) -> Fraction:
     return q
 
 
-def exact_value(node: Ast) -> Fraction:
+def exact_value(node: Node) -> Fraction:
     """The exact rational value of an AST, or :class:`NotRational` / :class:`TooBig`."""
-    tag = node[0]
-    if tag == "int":
-        if node[1].bit_length() > MAX_BITS:
+    if isinstance(node, Int):
+        if node.value.bit_length() > MAX_BITS:
             raise TooBig("literal too large")
-        return Fraction(node[1])
-    if tag == "dec":
-        _, m, e, _sig = node
+        return Fraction(node.value)
+    if isinstance(node, Dec):
+        e = node.exp10
         if abs(e) > 10_000:
             raise TooBig("exponent too large")
-        return _check(Fraction(m) * Fraction(10) ** e)
-    if tag == "neg":
-        return -exact_value(node[1])
-    if tag == "add":
-        return _check(sum((exact_value(c) for c in node[1]), Fraction(0)))
-    if tag == "mul":
+        return _check(Fraction(node.mantissa) * Fraction(10) ** e)
+    if isinstance(node, Neg):
+        return -exact_value(node.arg)
+    if isinstance(node, Add):
+        return _check(sum((exact_value(c) for c in node.terms), Fraction(0)))
+    if isinstance(node, Mul):
         out = Fraction(1)
-        for c in node[1]:
+        for c in node.factors:
             out = _check(out * exact_value(c))
         return out
-    if tag == "div":
-        den = exact_value(node[2])
+    if isinstance(node, Div):
+        den = exact_value(node.den)
         if den == 0:
             raise NotRational("division by zero")
-        return _check(exact_value(node[1]) / den)
-    if tag == "pow":
-        return _power(exact_value(node[1]), exact_value(node[2]))
-    if tag == "pct":
-        return exact_value(node[1]) / 100
-    if tag == "sqrt":
-        return _root(exact_value(node[1]), 2)
-    if tag == "root":
-        n = exact_value(node[2])
+        return _check(exact_value(node.num) / den)
+    if isinstance(node, Pow):
+        return _power(exact_value(node.base), exact_value(node.exp))
+    if isinstance(node, Pct):
+        return exact_value(node.arg) / 100
+    if isinstance(node, Sqrt):
+        return _root(exact_value(node.arg), 2)
+    if isinstance(node, Root):
+        n = exact_value(node.index)
         if n.denominator != 1 or not 1 <= n.numerator <= MAX_ROOT_INDEX:
             raise NotRational("root index")
-        return _root(exact_value(node[1]), n.numerator)
-    if tag == "fact":
-        n = exact_value(node[1])
+        return _root(exact_value(node.arg), n.numerator)
+    if isinstance(node, Fact):
+        n = exact_value(node.arg)
         if n.denominator != 1 or n < 0:
             raise NotRational("factorial of a non-natural")
         if n > MAX_FACTORIAL:
             raise TooBig("factorial too large")
         return Fraction(math.factorial(int(n)))
-    if tag == "binom":
-        n, k = exact_value(node[1]), exact_value(node[2])
+    if isinstance(node, Binom):
+        n, k = exact_value(node.n), exact_value(node.k)
         if n.denominator != 1 or k.denominator != 1 or n < 0 or n > 100_000:
             raise NotRational("binomial")
         return _check(Fraction(math.comb(int(n), int(k)) if k >= 0 else 0))
-    if tag == "abs":
-        return abs(exact_value(node[1]))
-    if tag == "floor":
-        return Fraction(math.floor(exact_value(node[1])))
-    if tag == "ceil":
-        return Fraction(math.ceil(exact_value(node[1])))
-    if tag == "sx":
-        obj = node[1]
+    if isinstance(node, Abs):
+        return abs(exact_value(node.arg))
+    if isinstance(node, Floor):
+        return Fraction(math.floor(exact_value(node.arg)))
+    if isinstance(node, Ceil):
+        return Fraction(math.ceil(exact_value(node.arg)))
+    if isinstance(node, SympyValue):
+        obj = node.value
         if getattr(obj, "is_Rational", False):
             return Fraction(int(obj.p), int(obj.q))
-    raise NotRational(tag)
+    raise NotRational(type(node).__name__)
 
 
 def _power(base: Fraction, exp: Fraction) -> Fraction:
@@ -156,12 +174,12 @@ def _root(x: Fraction, k: int) -> Fraction:
 # the decimal-approximation policy
 
 
-def decimal_literal(node: Ast) -> tuple[int, int, int] | None:
+def decimal_literal(node: Node) -> tuple[int, int, int] | None:
     """(mantissa, exp10, sig_figs) if the AST is a decimal literal, possibly negated."""
-    if node[0] == "dec":
-        return node[1], node[2], node[3]
-    if node[0] == "neg" and node[1][0] == "dec":
-        return -node[1][1], node[1][2], node[1][3]
+    if isinstance(node, Dec):
+        return node.mantissa, node.exp10, node.sig_figs
+    if isinstance(node, Neg) and isinstance(node.arg, Dec):
+        return -node.arg.mantissa, node.arg.exp10, node.arg.sig_figs
     return None
 
 
@@ -213,24 +231,23 @@ def log2_range(node: Ast, depth: int = 0) -> tuple[float, float] | None:
             return (-math.inf, -math.inf)
         lv = _log2_fraction(abs(v))
         return (lv, lv)
-    tag = node[0]
-    if tag == "neg":
-        return log2_range(node[1], depth + 1)
-    if tag == "mul":
+    if isinstance(node, Neg):
+        return log2_range(node.arg, depth + 1)
+    if isinstance(node, Mul):
         lo = hi = 0.0
-        for c in node[1]:
+        for c in node.factors:
             r = log2_range(c, depth + 1)
             if r is None:
                 return None
             lo, hi = lo + r[0], hi + r[1]
         return (lo, hi) if not (math.isnan(lo) or math.isnan(hi)) else None
-    if tag == "div":
-        a, b = log2_range(node[1], depth + 1), log2_range(node[2], depth + 1)
+    if isinstance(node, Div):
+        a, b = log2_range(node.num, depth + 1), log2_range(node.den, depth + 1)
         if a is None or b is None or math.isinf(b[0]) or math.isinf(b[1]):
             return None
         return (a[0] - b[1], a[1] - b[0])
-    if tag == "add":
-        ranges = [log2_range(c, depth + 1) for c in node[1]]
+    if isinstance(node, Add):
+        ranges = [log2_range(c, depth + 1) for c in node.terms]
         if any(r is None for r in ranges):
             return None
         rs = sorted(ranges, key=lambda r: r[0])  # type: ignore[arg-type, return-value]
@@ -240,23 +257,23 @@ def log2_range(node: Ast, depth: int = 0) -> tuple[float, float] | None:
         if top[0] > others_hi + margin:  # type: ignore[index]
             return (top[0] - 1, top[1] + 1)  # type: ignore[index]
         return None
-    if tag == "pow":
+    if isinstance(node, Pow):
         try:
-            b = exact_value(node[1])
+            b = exact_value(node.base)
         except NotRational:
             return None
         if b <= 0 or b == 1:
             return None
         lb = _log2_fraction(b)
         try:
-            e = exact_value(node[2])
+            e = exact_value(node.exp)
             elo = ehi = _to_float(e)
         except TooBig:
-            r = log2_range(node[2], depth + 1)
+            r = log2_range(node.exp, depth + 1)
             if r is None:
                 return None
             elo, ehi = _exp2(r[0]), _exp2(r[1])  # exponent assumed positive here
-            if _sign(node[2]) <= 0:
+            if _sign(node.exp) <= 0:
                 return None
         except NotRational:
             return None
@@ -269,25 +286,26 @@ def log2_range(node: Ast, depth: int = 0) -> tuple[float, float] | None:
 
 def _sign(node: Ast) -> int:
     """+1 for forms that are certainly positive (powers/products/sums of positive terms)."""
-    tag = node[0]
-    if tag in ("int", "dec"):
-        return 1 if node[1] > 0 else -1 if node[1] < 0 else 0
-    if tag == "neg":
-        return -_sign(node[1])
-    if tag == "pow":
-        return 1 if _sign(node[1]) > 0 else 0
-    if tag in ("mul", "add"):
-        signs = [_sign(c) for c in node[1]]
-        if tag == "add":
+    if isinstance(node, Int | Dec):
+        v = node.value if isinstance(node, Int) else node.mantissa
+        return 1 if v > 0 else -1 if v < 0 else 0
+    if isinstance(node, Neg):
+        return -_sign(node.arg)
+    if isinstance(node, Pow):
+        return 1 if _sign(node.base) > 0 else 0
+    if isinstance(node, Mul | Add):
+        operands = node.terms if isinstance(node, Add) else node.factors
+        signs = [_sign(c) for c in operands]
+        if isinstance(node, Add):
             r = log2_range(node)
             if r is not None and all(s != 0 for s in signs):
                 # dominated sum: the sign of the largest term
-                ranges = [log2_range(c) or (-math.inf, -math.inf) for c in node[1]]
+                ranges = [log2_range(c) or (-math.inf, -math.inf) for c in operands]
                 top = max(range(len(ranges)), key=lambda i: ranges[i][0])
                 return signs[top]
         return 1 if all(s > 0 for s in signs) else 0
-    if tag == "div":
-        return _sign(node[1]) * _sign(node[2])
+    if isinstance(node, Div):
+        return _sign(node.num) * _sign(node.den)
     return 0
 
 

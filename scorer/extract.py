@@ -10,7 +10,7 @@ any answer or ``</think>`` is looked for: a program that prints ``\\boxed{5}`` i
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Which = Literal["first", "last"]
 
@@ -20,6 +20,9 @@ THINK_CLOSE = "</think>"
 _TOOL_BLOCK = re.compile(
     r"<(?P<tag>tool_call|tool_response)\b[^>]*>.*?</(?P=tag)\s*>", re.DOTALL | re.IGNORECASE
 )
+# Opening tool tags (a tool call, a tool's answer), counted by the format and bonus rules.
+TOOL_CALL_OPEN = re.compile(r"<tool_call\b", re.IGNORECASE)
+TOOL_RESPONSE_OPEN = re.compile(r"<tool_response\b", re.IGNORECASE)
 # \boxed or \fbox not followed by another letter (``\boxedx`` is a different command).
 _BOX_CMD = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _TRAILING_PUNCT = ".,;:"
@@ -33,6 +36,12 @@ def mask_tool_blocks(text: str) -> str:
     (tool calls after ``</think>``) still see it.
     """
     return _TOOL_BLOCK.sub(lambda m: f"<{m['tag'].lower()}></{m['tag'].lower()}>", text)
+
+
+def count_tool_calls(text: str) -> int:
+    """Number of tool calls the assistant made (opening ``<tool_call`` tags outside tool
+    blocks; structured calls are rendered as such tags when a trace is read)."""
+    return len(TOOL_CALL_OPEN.findall(mask_tool_blocks(text)))
 
 
 def matching_brace(text: str, open_pos: int) -> int | None:
@@ -59,8 +68,12 @@ def matching_brace(text: str, open_pos: int) -> int | None:
     return None
 
 
-def _unwrap(content: str) -> str:
-    """``\\boxed{\\boxed{5}}`` -> ``5``: a box whose whole content is one box."""
+def unwrap_box(content: str) -> str:
+    """``\\boxed{\\boxed{5}}`` -> ``5``: strip boxes that wrap the whole of ``content``.
+
+    A box that never closes is left as it is: it wraps nothing (see :func:`scan_boxes`).
+    """
+    content = content.strip()
     while True:
         m = _BOX_CMD.match(content)
         if m is None:
@@ -76,42 +89,61 @@ def _unwrap(content: str) -> str:
         content = content[i + 1 : close].strip()
 
 
-def find_boxes(text: str) -> list[str | None]:
-    """Every box in ``text`` in order: its stripped contents, or ``None`` for an empty or
-    unclosed box.
+class Box(NamedTuple):
+    """One box found in a text: where it stands and what it holds."""
+
+    start: int  # index of the backslash of ``\\boxed``
+    end: int  # index just past the box (past the rest of the text for an unclosed one)
+    content: str | None  # stripped and unwrapped; None without an argument (bare ``\\boxed``)
+    unclosed: bool = False  # its ``{`` never closes: ``content`` is the rest of the text
+
+
+def scan_boxes(text: str) -> list[Box]:
+    """Every box in ``text`` in order; the one box finder of the scorer.
 
     Forms: ``\\boxed{...}``, ``\\fbox{...}``, ``\\boxed {...}`` and the space form
     ``\\boxed 5`` (one token up to whitespace or ``$``, trailing ``.,;:`` dropped).
-    An unclosed box swallows the rest of the text, so it is always the last one found.
+    A bare ``\\boxed`` (at the end, or glued to a non-brace) has ``content`` None.
+
+    A box whose ``{`` never closes swallows the rest of the text, so it is always the last box
+    found; it is marked ``unclosed`` and holds that rest. What it means is the caller's rule,
+    one for the whole scorer (docs/scorer.md, "Boxes"): a model's unclosed box is no answer,
+    never the truncated text (``\\boxed{12`` of a cut-off ``\\boxed{125}``) nor an earlier
+    box; only a gold's reads to the end, which is exactly what the box closed there would hold.
     """
-    boxes: list[str | None] = []
+    boxes: list[Box] = []
     pos = 0
+    n = len(text)
     while True:
         m = _BOX_CMD.search(text, pos)
         if m is None:
             return boxes
         i = m.end()
-        n = len(text)
         while i < n and text[i].isspace():
             i += 1
         if i < n and text[i] == "{":
             close = matching_brace(text, i)
             if close is None:
-                boxes.append(None)
+                boxes.append(Box(m.start(), n, unwrap_box(text[i + 1 :]), unclosed=True))
                 return boxes
-            boxes.append(_unwrap(text[i + 1 : close].strip()) or None)
+            boxes.append(Box(m.start(), close + 1, unwrap_box(text[i + 1 : close])))
             pos = close + 1
         elif i > m.end() and i < n:
             j = i
             while j < n and not text[j].isspace() and text[j] != "$":
                 j += 1
-            token = text[i:j].rstrip(_TRAILING_PUNCT)
-            boxes.append(token or None)
+            boxes.append(Box(m.start(), j, text[i:j].rstrip(_TRAILING_PUNCT)))
             pos = j
         else:
             # ``\boxed`` at the end of the text, or glued to a non-brace (``\boxed\frac..``).
-            boxes.append(None)
+            boxes.append(Box(m.start(), m.end(), None))
             pos = m.end()
+
+
+def find_boxes(text: str) -> list[str | None]:
+    """Every box's answer in order (see :func:`scan_boxes`): its contents, or ``None`` for an
+    empty, unclosed or bare box."""
+    return [None if box.unclosed else box.content or None for box in scan_boxes(text)]
 
 
 def after_think(text: str, *, which: Which = "last") -> str | None:

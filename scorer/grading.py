@@ -1,8 +1,9 @@
 """Grade trajectory records into result rows, in parallel, and summarise the rows.
 
 The CLI and the HTTP routes (``scorer.api``) share this module, so a row means the same thing
-wherever it was produced. A record that cannot be graded (bad JSON, unknown format, no gold,
-grader crash) becomes one ``error`` row with a message; it never stops a run.
+wherever it was produced; its keys are those of ``scorer.row.GradedRow``. A record that cannot
+be graded (bad JSON, unknown format, no gold, grader crash) becomes one ``error`` row with a
+message; it never stops a run.
 """
 
 from __future__ import annotations
@@ -18,28 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from scorer.rewards import STATUSES, RewardConfig, VerifyFn, describe, reward_config, score_text
 from scorer.trajectories import Trajectory, parse_record
+from scorer.verdict import DEFAULT_TIMEOUT, Reason
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
-
-ROW_KEYS: tuple[str, ...] = (
-    "id",
-    "group",
-    "index",
-    "file",
-    "line",
-    "format",
-    "reward",
-    "correct",
-    "pred",
-    "gold",
-    "status",
-    "reasons",
-    "tool_calls",
-    "env_reward",
-    "error",
-)
-DEFAULT_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +34,9 @@ class GradeOptions:
 
 
 def _row(**values: Any) -> dict[str, Any]:
+    # The schema is a pydantic model: imported with the first row, so `import scorer` stays light.
+    from scorer.row import ROW_KEYS
+
     row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
     row.update(values)
     return row
@@ -72,7 +58,7 @@ def error_row(
         format=format,
         correct=False,
         status="error",
-        reasons=["error"],
+        reasons=[Reason.ERROR],
         tool_calls=0,
         error=message,
     )

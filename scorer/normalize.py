@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from scorer.extract import matching_brace
+from scorer.extract import Box, matching_brace, scan_boxes, unwrap_box
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -78,21 +78,9 @@ def literal_newlines(s: str) -> str:
     return re.sub(r"\\n(?![A-Za-z])", "\n", s)
 
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-
-
-def find_boxed(s: str) -> list[tuple[int, int, str]]:
-    """All ``\\boxed{...}`` as (start, end, content); an unclosed box runs to the end."""
-    found = []
-    pos = 0
-    while True:
-        m = _BOXED.search(s, pos)
-        if m is None:
-            return found
-        open_pos = m.end() - 1
-        close = match_brace(s, open_pos)
-        found.append((m.start(), min(close + 1, len(s)), s[open_pos + 1 : close]))
-        pos = close + 1
+def answer_boxes(s: str) -> list[Box]:
+    """The boxes of ``s`` with an argument (a bare ``\\boxed`` is no box here)."""
+    return [b for b in scan_boxes(s) if b.content is not None]
 
 
 _GLUE_STRIP = re.compile(
@@ -116,18 +104,24 @@ def _boxes_join(between: str) -> bool:
     return not re.search(r"[A-Za-z]", rest)
 
 
-def last_boxed_run(s: str) -> tuple[int, str] | None:
-    """(start, joined content) of the last run of connected boxes, or None."""
-    boxes = find_boxed(s)
+def last_boxed_run(s: str, *, gold: bool = False) -> tuple[int, str] | None:
+    """(start, joined content) of the last run of connected boxes, or None.
+
+    A last box that never closes (``scorer.extract.scan_boxes``) makes the run ``""``, no
+    answer, unless ``gold``: a gold's unclosed box reads to the end of the text.
+    """
+    boxes = answer_boxes(s)
     if not boxes:
         return None
+    if boxes[-1].unclosed and not gold:
+        return boxes[-1].start, ""
     run = [boxes[-1]]
     for prev in reversed(boxes[:-1]):
-        if _boxes_join(s[prev[1] : run[0][0]]):
+        if _boxes_join(s[prev.end : run[0].start]):
             run.insert(0, prev)
         else:
             break
-    return run[0][0], ", ".join(b[2] for b in run)
+    return run[0].start, ", ".join(b.content or "" for b in run)
 
 
 _FINAL_ANSWER = re.compile(r"(?i)final\s+answer(?:[\s*]*(?:is|:))?[\s*:]*")
@@ -230,14 +224,15 @@ def _looks_like_sentence(s: str) -> bool:
     return len(words) >= 2
 
 
-def extract_final_answer(text: str) -> str:
+def extract_final_answer(text: str, *, gold: bool = False) -> str:
     """Reduce a sentence/solution to its final answer; a bare answer is returned unchanged.
 
     Priority: the later of (last run of boxes, last "final answer ..." phrase); else the last
-    math segment or number when the text is prose; else the whole text.
+    math segment or number when the text is prose; else the whole text. A last box that never
+    closes is no answer (``""``) unless the text is a ``gold`` (see :func:`last_boxed_run`).
     """
     s = literal_newlines(fix_double_escapes(text))
-    box = last_boxed_run(s)
+    box = last_boxed_run(s, gold=gold)
     fa = None
     for m in _FINAL_ANSWER.finditer(s):
         fa = m
@@ -249,8 +244,8 @@ def extract_final_answer(text: str) -> str:
         if end is not None and end.start() > 0:
             seg = seg[: end.start()]
         seg = seg.strip().strip('"').replace('\\"', "")
-        if find_boxed(seg):
-            return extract_final_answer(seg)
+        if answer_boxes(seg):
+            return extract_final_answer(seg, gold=gold)
         return _answer_from_segment(seg)
     return _answer_from_segment(s)
 
@@ -285,16 +280,7 @@ def strip_outer_delimiters(s: str) -> str:
 
 def unwrap_boxed(s: str) -> str:
     """``\\boxed{X}`` covering the whole answer -> ``X`` (nested boxes too)."""
-    prev = None
-    while prev != s:
-        prev = s
-        s = s.strip()
-        m = _BOXED.match(s)
-        if m:
-            close = match_brace(s, m.end() - 1)
-            if close >= len(s) - 1:
-                s = s[m.end() : close]
-    return s
+    return unwrap_box(s)
 
 
 _UNICODE = {

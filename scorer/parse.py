@@ -1,40 +1,23 @@
 """Normalized answer text -> structured answer, in pure Python (no sympy, no ``eval``).
 
 A small tokenizer and recursive-descent parser turn LaTeX or plain text (``\\frac{1}{2}``,
-``2*x+3``, ``x^2``, ``\\sqrt[3]{x}``, ``(1,2]``, ``\\begin{pmatrix}..``) into an AST of nested
-tuples. The tuples are hashable (parsed golds are cached) and carry no sympy objects, so the
-cheap comparisons run in the caller; only the sympy worker turns them into sympy objects.
-
-AST nodes (``Ast``)::
-
-    ("int", n)            ("dec", mantissa, exp10, sig_figs)   value = mantissa * 10**exp10
-    ("sym", name)         ("const", "pi" | "oo")    ("ellipsis",)    ("based", digits, base)
-    ("add", (a, b, ..))   ("mul", (a, b, ..))   ("neg", a)   ("div", a, b)   ("pow", a, b)
-    ("fact", a)   ("abs", a)   ("sqrt", a)   ("root", a, n)   ("binom", n, k)
-    ("fn", name, a)   ("log", base, a)   ("floor", a)   ("ceil", a)   ("pct", a)   ("deg", a)
-    ("pm", a, b)          a ± b (expanded into alternatives before comparison)
-    ("matrix", ((a, b), (c, d)))   ("det", matrix)   ("sum", body, var, lo, hi)
-
-Answers (``Answer``)::
-
-    ("expr", ast)                          a number, expression or matrix
-    ("rel", ops, parts)                    x = 5,  a < x <= b,  2x+4y-3 = 0  (parts: Answers)
-    ("coll", kind, elems)                  kind: "set" \\{..\\} | "tuple" (..) | "blist" [..]
-                                           | "list" (bare a, b, c or {a, b})
-    ("interval", left_open, lo, hi, right_open)      ("union", parts)    ("in", var, set)
-    ("namedset", "R")   ("ratio", parts)   ("time", seconds)
-    ("letter", ch, explicit)   ("text", words, parse_failed)
+``2*x+3``, ``x^2``, ``\\sqrt[3]{x}``, ``(1,2]``, ``\\begin{pmatrix}..``) into a tree of the typed
+nodes of :mod:`scorer.nodes`: an expression (``Ast``: ``Int``, ``Div``, ``Pow``, ``Matrix``...)
+inside an answer (``Answer``: ``Expr``, ``Rel``, ``Coll``, ``Interval``, ``Letter``, ``Text``...).
+The nodes are hashable (parsed golds are cached) and carry no sympy objects, so the cheap
+comparisons run in the caller; only the sympy worker turns them into sympy objects.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
+from typing import Any, cast
 
-Ast = tuple
-Answer = tuple
+from scorer import nodes
 
 MAX_DEPTH = 60  # bracket / argument nesting; deeper input is refused ("too_deep")
 MAX_ITEMS = 2_000  # elements in one list / set / matrix
@@ -126,22 +109,22 @@ def tokenize(s: str) -> list[Tok]:
 # numbers
 
 
-def number_node(text: str) -> Ast:
-    """``"12"`` -> ("int", 12); ``"1.50"`` -> ("dec", 150, -2, 3); ``"1.5e3"`` -> dec."""
+def number_node(text: str) -> nodes.Int | nodes.Dec:
+    """``"12"`` -> Int(12); ``"1.50"`` -> Dec(150, -2, 3); ``"1.5e3"`` -> a Dec."""
     mant, _, exp_s = text.lower().partition("e")
     exp = int(exp_s) if exp_s else 0
     if "." not in mant:
         if not exp_s:
-            return ("int", int(mant))
+            return nodes.Int(int(mant))
         digits = mant
         frac = ""
     else:
         digits, frac = mant.split(".")
     m = int((digits or "0") + frac)
     if not frac and exp >= 0 and not exp_s:
-        return ("int", m)
+        return nodes.Int(m)
     sig_digits = (digits + frac).lstrip("0")
-    return ("dec", m, exp - len(frac), len(sig_digits))
+    return nodes.Dec(m, exp - len(frac), len(sig_digits))
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,9 +168,9 @@ class _Parser:
         self.depth -= 1
 
     # -- sequences
-    def parse_seq(self, stops: tuple[str, ...]) -> tuple[list, list[str]]:
+    def parse_seq(self, stops: tuple[str, ...]) -> tuple[list[nodes.Node], list[str]]:
         """Items separated by ``,`` / ``;`` up to (not including) a stop token."""
-        items: list = []
+        items: list[nodes.Node] = []
         seps: list[str] = []
         while True:
             if self.peek() is None or self.at(*stops):
@@ -204,7 +187,7 @@ class _Parser:
                 continue
             return items, seps
 
-    def parse_rel(self) -> Ast:
+    def parse_rel(self) -> nodes.Node:
         first = self.parse_ratio()
         ops: list[str] = []
         parts = [first]
@@ -224,9 +207,9 @@ class _Parser:
             parts.append(self.parse_ratio())
         if not ops:
             return first
-        return ("rel_", tuple(ops), tuple(parts))
+        return nodes.RelLit(tuple(ops), tuple(parts))
 
-    def parse_ratio(self) -> Ast:
+    def parse_ratio(self) -> nodes.Node:
         first = self.parse_setexpr()
         parts = [first]
         while self.at(":"):
@@ -234,9 +217,9 @@ class _Parser:
             parts.append(self.parse_setexpr())
         if len(parts) == 1:
             return first
-        return ("ratio_", tuple(parts))
+        return nodes.RatioLit(tuple(parts))
 
-    def parse_setexpr(self) -> Ast:
+    def parse_setexpr(self) -> nodes.Node:
         first = self.parse_add()
         parts = [first]
         while self.at("\\cup", "\\cap", "\\setminus"):
@@ -246,9 +229,9 @@ class _Parser:
             parts.append(self.parse_add())
         if len(parts) == 1:
             return first
-        return ("union_", tuple(parts))
+        return nodes.UnionLit(tuple(parts))
 
-    def parse_add(self) -> Ast:
+    def parse_add(self) -> nodes.Node:
         terms = [self.parse_term()]
         while self.at(*_ADD_OPS):
             op = self.next().text
@@ -256,11 +239,11 @@ class _Parser:
             if op == "+":
                 terms.append(t)
             elif op == "-":
-                terms.append(("neg", t))
+                terms.append(nodes.Neg(t))
             else:
-                left = terms[0] if len(terms) == 1 else ("add", tuple(terms))
-                terms = [("pm", left, t if op == "\\pm" else ("neg", t))]
-        return terms[0] if len(terms) == 1 else ("add", tuple(terms))
+                left = terms[0] if len(terms) == 1 else nodes.Add(tuple(terms))
+                terms = [nodes.Pm(left, t if op == "\\pm" else nodes.Neg(t))]
+        return terms[0] if len(terms) == 1 else nodes.Add(tuple(terms))
 
     def _starts_factor(self) -> bool:
         t = self.peek()
@@ -298,44 +281,44 @@ class _Parser:
                 return self.abs_depth == 0
         return False
 
-    def parse_term(self) -> Ast:
+    def parse_term(self) -> nodes.Node:
         cur = self.parse_unary()
         n_factors = 1
         while True:
             if self.at("*", "\\cdot", "\\times"):
                 self.next()
-                cur = ("mul", (cur, self.parse_unary()))
+                cur = nodes.Mul((cur, self.parse_unary()))
             elif self.at("/", "\\div"):
                 self.next()
-                cur = ("div", cur, self.parse_unary())
+                cur = nodes.Div(cur, self.parse_unary())
             elif self._starts_factor():
                 t = self.peek()
                 if n_factors == 1 and t is not None and t.text == "\\frac" and _is_int_lit(cur):
                     f = self.parse_power()
-                    if f[0] == "div" and f[1][0] == "int" and f[2][0] == "int":
+                    if _is_int_fraction(f):
                         cur = _mixed(cur, f)  # 2\frac12 = 2 + 1/2
                     else:
-                        cur = ("mul", (cur, f))
+                        cur = nodes.Mul((cur, f))
                 else:
-                    cur = ("mul", (cur, self.parse_power()))
+                    cur = nodes.Mul((cur, self.parse_power()))
             else:
                 return cur
             n_factors += 1
 
-    def parse_unary(self) -> Ast:
+    def parse_unary(self) -> nodes.Node:
         if self.at("-", "+", "\\pm", "\\mp"):
             op = self.next().text
             self.enter()
             inner = self.parse_unary()
             self.leave()
             if op == "-":
-                return ("neg", inner)
+                return nodes.Neg(inner)
             if op == "+":
                 return inner
-            return ("pm", ("int", 0), inner)
+            return nodes.Pm(nodes.Int(0), inner)
         return self.parse_power()
 
-    def parse_power(self) -> Ast:
+    def parse_power(self) -> nodes.Node:
         self.enter()
         base = self.parse_primary()
         while True:
@@ -343,32 +326,32 @@ class _Parser:
                 self.next()
                 if self.at("\\circ"):
                     self.next()
-                    base = ("deg", base)
+                    base = nodes.Deg(base)
                     continue
                 if self.at("\\prime"):
                     self.next()
                     base = _prime(base)
                     continue
-                base = ("pow", base, self.parse_exponent())
+                base = nodes.Pow(base, self.parse_exponent())
             elif self.at("!"):
                 self.next()
-                base = ("fact", base)
+                base = nodes.Fact(base)
             elif self.at("'"):
                 self.next()
                 base = _prime(base)
             elif self.at("\\%"):
                 self.next()
-                base = ("pct", base)
+                base = nodes.Pct(base)
             else:
                 break
         self.leave()
         return base
 
-    def parse_exponent(self) -> Ast:
+    def parse_exponent(self) -> nodes.Node:
         self.enter()
         if self.at("-"):
             self.next()
-            e: Ast = ("neg", self.parse_exponent())
+            e: nodes.Node = nodes.Neg(self.parse_exponent())
         elif self.at("+"):
             self.next()
             e = self.parse_exponent()
@@ -376,11 +359,11 @@ class _Parser:
             e = self.parse_primary()
             if self.at("^"):
                 self.next()
-                e = ("pow", e, self.parse_exponent())
+                e = nodes.Pow(e, self.parse_exponent())
         self.leave()
         return e
 
-    def parse_arg(self) -> Ast:
+    def parse_arg(self) -> nodes.Node:
         """A LaTeX macro argument: ``{...}`` or one token (``\\frac12`` -> 1, 2)."""
         t = self.peek()
         if t is None:
@@ -395,7 +378,7 @@ class _Parser:
         if t.kind == "num":
             if len(t.text) > 1 and t.text[0].isdigit():
                 self.toks[self.i] = Tok("num", t.text[1:], False)
-                return ("int", int(t.text[0]))
+                return nodes.Int(int(t.text[0]))
             self.next()
             return number_node(t.text)
         if t.kind == "id":
@@ -403,7 +386,7 @@ class _Parser:
             return _symbol(t.text)
         return self.parse_primary()
 
-    def parse_group(self, close: str) -> Ast:
+    def parse_group(self, close: str) -> nodes.Node:
         self.enter()
         inner = self.parse_add()
         self.leave()
@@ -437,27 +420,27 @@ class _Parser:
             return t.text
         return t.text.lstrip("\\")
 
-    def parse_primary(self) -> Ast:
+    def parse_primary(self) -> nodes.Node:
         t = self.next()
         k, x = t.kind, t.text
         if k == "num":
             node = number_node(x)
-            if self.at("_") and node[0] == "int":
+            if self.at("_") and isinstance(node, nodes.Int):
                 base = self.parse_subscript()
                 if not base.isdigit():
                     raise ParseError("bad base")
-                return ("based", x, int(base))
+                return nodes.Based(x, int(base))
             return node
         if k == "id":
             name = x
             if self.at("_"):
                 name = f"{x}_{self.parse_subscript()}"
-            return ("sym", name)
+            return nodes.Sym(name)
         if k == "word":
             if x == "pi":
-                return ("const", "pi")
+                return nodes.Const("pi")
             if x in ("infty", "inf", "oo"):
-                return ("const", "oo")
+                return nodes.OO
             return self.parse_function(x)
         if k == "cmd":
             return self.parse_command(x[1:])
@@ -475,7 +458,7 @@ class _Parser:
                     raise ParseError("empty braces")
                 if len(items) == 1 and not seps:
                     return items[0]
-                return ("brace_", tuple(items), tuple(seps))
+                return nodes.Braced(tuple(items), tuple(seps))
             if x == "|":
                 self.abs_depth += 1
                 self.enter()
@@ -483,10 +466,10 @@ class _Parser:
                 self.leave()
                 self.abs_depth -= 1
                 self.expect("|")
-                return ("abs", inner)
+                return nodes.Abs(inner)
         raise ParseError(f"unexpected {x!r}")
 
-    def parse_bracket(self, opener: str) -> Ast:
+    def parse_bracket(self, opener: str) -> nodes.Node:
         self.enter()
         saved_abs = self.abs_depth
         self.abs_depth = 0
@@ -500,9 +483,9 @@ class _Parser:
             if opener == "(" and closer == ")" or opener == "[" and closer == "]":
                 return items[0]
             raise ParseError("half-open bracket around one item")
-        return ("paren_", opener, closer, tuple(items), tuple(seps))
+        return nodes.Paren(opener, closer, tuple(items), tuple(seps))
 
-    def parse_function(self, name: str) -> Ast:
+    def parse_function(self, name: str) -> nodes.Node:
         power = None
         base = None
         if name in ("log", "lg") and self.at("_"):
@@ -516,20 +499,21 @@ class _Parser:
             base = self.parse_arg()
         arg = self._function_argument()
         if name == "sqrt":
-            node: Ast = ("sqrt", arg)
+            node: nodes.Node = nodes.Sqrt(arg)
         elif name == "abs":
-            node = ("abs", arg)
+            node = nodes.Abs(arg)
         elif name in ("log", "lg"):
-            node = ("log", base if base is not None else ("int", 10 if name == "lg" else 0), arg)
+            natural_or_ten = nodes.Int(10 if name == "lg" else 0)
+            node = nodes.Log(base if base is not None else natural_or_ten, arg)
         else:
-            node = ("fn", name, arg)
+            node = nodes.Fn(name, arg)
         if power is not None:
-            if power == ("neg", ("int", 1)) and node[0] == "fn" and name in _INVERSE:
-                return ("fn", _INVERSE[name], arg)
-            node = ("pow", node, power)
+            if power == nodes.Neg(nodes.Int(1)) and isinstance(node, nodes.Fn) and name in _INVERSE:
+                return nodes.Fn(_INVERSE[name], arg)
+            node = nodes.Pow(node, power)
         return node
 
-    def _function_argument(self) -> Ast:
+    def _function_argument(self) -> nodes.Node:
         if self.at("("):
             self.next()
             return self.parse_group(")")
@@ -541,64 +525,62 @@ class _Parser:
             if t is None:
                 break
             if t.kind in ("num", "id") or (t.kind == "cmd" and t.text[1:] in GREEK | {"pi"}):
-                arg = ("mul", (arg, self.parse_power()))
+                arg = nodes.Mul((arg, self.parse_power()))
             else:
                 break
         return arg
 
-    def parse_command(self, name: str) -> Ast:
+    def parse_command(self, name: str) -> nodes.Node:
         if name == "frac":
             a = self.parse_arg()
             b = self.parse_arg()
-            return ("div", a, b)
+            return nodes.Div(a, b)
         if name == "sqrt":
             if self.at("["):
                 self.next()
-                n = self.parse_group("]")
-                return ("root", self.parse_arg(), n)
-            return ("sqrt", self.parse_arg())
+                index = self.parse_group("]")
+                return nodes.Root(self.parse_arg(), index)
+            return nodes.Sqrt(self.parse_arg())
         if name in ("binom", "choose"):
-            return ("binom", self.parse_arg(), self.parse_arg())
+            return nodes.Binom(self.parse_arg(), self.parse_arg())
         if name == "pi":
-            return ("const", "pi")
+            return nodes.Const("pi")
         if name == "infty":
-            return ("const", "oo")
+            return nodes.OO
         if name in GREEK:
-            return (
-                _symbol(name) if not self.at("_") else ("sym", f"{name}_{self.parse_subscript()}")
-            )
+            return nodes.Sym(f"{name}_{self.parse_subscript()}" if self.at("_") else name)
         if name in FUNCTIONS:
             return self.parse_function(name)
         if name == "ldots":
-            return ("ellipsis",)
+            return nodes.Dots()
         if name == "emptyset":
-            return ("emptyset_",)
+            return nodes.EmptySetLit()
         if name == "mathbb":
             inner = self.next()
             letter = inner.text
             if inner.text == "{":
                 letter = self.next().text
                 self.expect("}")
-            return ("namedset_", letter)
+            return nodes.NamedSetLit(letter)
         if name == "lfloor":
-            return ("floor", self.parse_group("\\rfloor"))
+            return nodes.Floor(self.parse_group("\\rfloor"))
         if name == "lceil":
-            return ("ceil", self.parse_group("\\rceil"))
+            return nodes.Ceil(self.parse_group("\\rceil"))
         if name == "{":
             self.enter()
             items, _ = self.parse_seq(("\\}",))
             self.leave()
             self.expect("\\}")
-            return ("setlit_", tuple(items))
+            return nodes.SetLit(tuple(items))
         if name in ("sum", "prod"):
             return self.parse_bigop(name)
         if name == "begin":
             return self.parse_environment()
         if name.isalpha() and name not in _NOT_SYMBOLS:
-            return ("sym", "\\" + name)  # unknown macro: an opaque name (\zzz, \ell, \hbar)
+            return nodes.Sym("\\" + name)  # unknown macro: an opaque name (\zzz, \ell, \hbar)
         raise ParseError(f"unsupported command \\{name}")
 
-    def parse_bigop(self, name: str) -> Ast:
+    def parse_bigop(self, name: str) -> nodes.Node:
         var = lo = hi = None
         for _ in range(2):
             if self.at("_"):
@@ -616,7 +598,7 @@ class _Parser:
         if var is None or lo is None or hi is None:
             raise ParseError("sum without bounds")
         body = self.parse_term()
-        return ("sum" if name == "sum" else "prod", body, var, lo, hi)
+        return nodes.BigOp("sum" if name == "sum" else "prod", body, var, lo, hi)
 
     def _read_braced_word(self) -> str:
         self.expect("{")
@@ -626,7 +608,7 @@ class _Parser:
         self.next()
         return "".join(out)
 
-    def parse_environment(self) -> Ast:
+    def parse_environment(self) -> nodes.Node:
         env = self._read_braced_word()
         if env == "array" and self.at("{"):
             self._read_braced_word()
@@ -658,7 +640,7 @@ class _Parser:
             for row in rows:
                 toks = [t for cell in row for t in cell]
                 out.append(self._sub(toks, relation=True))
-            return ("system_", tuple(out))
+            return nodes.SystemLit(tuple(out))
         if env not in _MATRIX_ENVS:
             raise ParseError(f"unsupported environment {env}")
         parsed = tuple(tuple(self._sub(cell, relation=False) for cell in row) for row in rows)
@@ -667,10 +649,10 @@ class _Parser:
             raise ParseError("ragged matrix")
         if sum(len(r) for r in parsed) > MAX_ITEMS:
             raise ParseError("matrix too large")
-        node: Ast = ("matrix", parsed)
-        return ("det", node) if env in ("vmatrix", "Vmatrix") else node
+        node = nodes.Matrix(parsed)
+        return nodes.Det(node) if env in ("vmatrix", "Vmatrix") else node
 
-    def _sub(self, toks: list[Tok], relation: bool) -> Ast:
+    def _sub(self, toks: list[Tok], relation: bool) -> nodes.Node:
         p = _Parser(toks, self.depth + 1)
         if p.depth > MAX_DEPTH:
             raise TooDeep("nesting too deep")
@@ -687,39 +669,41 @@ _NOT_SYMBOLS = frozenset(
 _INVERSE = {"sin": "arcsin", "cos": "arccos", "tan": "arctan", "cot": "arccot"}
 
 
-def _symbol(name: str) -> Ast:
-    return ("sym", name)
+def _symbol(name: str) -> nodes.Ast:
+    return nodes.Sym(name)
 
 
-def _prime(base: Ast) -> Ast:
-    if base[0] != "sym":
+def _prime(base: nodes.Node) -> nodes.Ast:
+    if not isinstance(base, nodes.Sym):
         raise ParseError("prime on a non-symbol")
-    return ("sym", base[1] + "'")
+    return nodes.Sym(base.name + "'")
 
 
-def _is_int_lit(node: Ast) -> bool:
-    return node[0] == "int" or (node[0] == "neg" and node[1][0] == "int")
+def _is_int_lit(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Int) or (
+        isinstance(node, nodes.Neg) and isinstance(node.arg, nodes.Int)
+    )
 
 
-def _mixed(whole: Ast, frac: Ast) -> Ast:
-    if whole[0] == "neg":
-        return ("neg", ("add", (whole[1], frac)))
-    return ("add", (whole, frac))
+def _is_int_fraction(node: nodes.Node) -> bool:
+    return (
+        isinstance(node, nodes.Div)
+        and isinstance(node.num, nodes.Int)
+        and isinstance(node.den, nodes.Int)
+    )
+
+
+def _mixed(whole: nodes.Node, frac: nodes.Ast) -> nodes.Ast:
+    if isinstance(whole, nodes.Neg):
+        return nodes.Neg(nodes.Add((whole.arg, frac)))
+    return nodes.Add((whole, frac))
 
 
 # --------------------------------------------------------------------------------------------
 # AST helpers
 
 
-def _children(node: tuple):
-    """Sub-nodes of an AST node, or the members of a tuple of nodes / rows."""
-    items = node[1:] if node and isinstance(node[0], str) else node
-    for c in items:
-        if isinstance(c, tuple):
-            yield c
-
-
-def free_symbols(node: Ast) -> frozenset[str]:
+def free_symbols(node: nodes.Node) -> frozenset[str]:
     """Variable names in an AST (``e``, ``i``, ``I`` are constants; sum indices are bound)."""
     out: set[str] = set()
     _collect_symbols(node, out)
@@ -729,43 +713,40 @@ def free_symbols(node: Ast) -> frozenset[str]:
 _CONST_SYMBOLS = frozenset({"e", "i", "I"})
 
 
-def _collect_symbols(node: tuple, out: set[str]) -> None:
-    if not node:
+def _collect_symbols(node: nodes.Node, out: set[str]) -> None:
+    if isinstance(node, nodes.Sym):
+        if node.name not in _CONST_SYMBOLS:
+            out.add(node.name)
         return
-    tag = node[0]
-    if tag == "sym":
-        if node[1] not in _CONST_SYMBOLS:
-            out.add(node[1])
-        return
-    if tag in ("sum", "prod"):
+    if isinstance(node, nodes.BigOp):
         inner: set[str] = set()
-        _collect_symbols(node[1], inner)
-        inner.discard(node[2])
+        _collect_symbols(node.body, inner)
+        inner.discard(node.var)
         out |= inner
-        _collect_symbols(node[3], out)
-        _collect_symbols(node[4], out)
+        _collect_symbols(node.lo, out)
+        _collect_symbols(node.hi, out)
         return
-    if tag == "sx":
-        out |= {str(s) for s in node[1].free_symbols}
+    if isinstance(node, nodes.SympyValue):
+        out |= {str(s) for s in node.value.free_symbols}
         return
-    for c in _children(node):
+    for c in nodes.children(node):
         _collect_symbols(c, out)
 
 
-def contains(node: tuple, tags: frozenset[str]) -> bool:
-    """Whether any node in the tree has one of ``tags``."""
-    if not node:
+def contains(node: nodes.Node, kinds: tuple[type[nodes.Node], ...]) -> bool:
+    """Whether any node in the tree is one of ``kinds`` (a sympy value is opaque)."""
+    if isinstance(node, kinds):
+        return True
+    if isinstance(node, nodes.SympyValue):
         return False
-    if isinstance(node[0], str):
-        if node[0] in tags:
+    for c in nodes.children(node):
+        if contains(c, kinds):
             return True
-        if node[0] == "sx":
-            return False
-    return any(contains(c, tags) for c in _children(node))
+    return False
 
 
-def is_infinite(node: Ast) -> bool:
-    return node == ("const", "oo") or node == ("neg", ("const", "oo"))
+def is_infinite(node: nodes.Node) -> bool:
+    return node == nodes.OO or node == nodes.NEG_OO
 
 
 # --------------------------------------------------------------------------------------------
@@ -777,7 +758,7 @@ _TEXT = re.compile(r"^[A-Za-z][A-Za-z'\- ]*[A-Za-z.]$")
 _LONG_WORD = re.compile(r"[A-Za-z]{3,}")
 
 
-def _time_answer(s: str) -> Answer | None:
+def _time_answer(s: str) -> nodes.Answer | None:
     m = _TIME.match(s)
     if not m:
         return None
@@ -789,19 +770,19 @@ def _time_answer(s: str) -> Answer | None:
         if not 1 <= h <= 12:
             return None
         h = h % 12 + (12 if ampm == "pm" else 0)
-    return ("time", h * 3600 + mi * 60 + sec, (int(m.group(1)), mi, sec))
+    return nodes.Time(h * 3600 + mi * 60 + sec, int(m.group(1)), mi, sec)
 
 
-def _word_answer(s: str) -> Answer | None:
+def _word_answer(s: str) -> nodes.Answer | None:
     m = _CHOICE.match(s)
     if m:
-        return ("letter", next(g for g in m.groups() if g), True)
+        return nodes.Letter(next(g for g in m.groups() if g), True)
     if len(s) == 1 and s.isalpha():
-        return ("letter", s, False)
+        return nodes.Letter(s, False)
     if _TEXT.match(s):
         words = _LONG_WORD.findall(s)
         if any(w.lower() not in _PLAIN_WORDS for w in words):
-            return ("text", text_key(s), False)
+            return nodes.Text(text_key(s), False)
     return None
 
 
@@ -811,14 +792,14 @@ def text_key(s: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def parse_answer(s: str) -> Answer:
-    """Normalized answer string -> Answer. Unparseable text becomes ("text", key, True).
+def parse_answer(s: str) -> nodes.Answer:
+    """Normalized answer string -> Answer. Unparseable text becomes ``Text(key, True)``.
 
     Raises :class:`TooDeep` for nesting above the cap (reported as ``too_deep``).
     """
     s = s.strip()
     if not s:
-        return ("text", "", True)
+        return nodes.Text("", True)
     special = _time_answer(s) or _word_answer(s)
     if special is not None:
         return special
@@ -834,112 +815,115 @@ def parse_answer(s: str) -> Answer:
         raise
     except (ParseError, RecursionError, ValueError, IndexError) as exc:
         del exc
-        return ("text", text_key(s), True)
+        return nodes.Text(text_key(s), True)
 
 
-def _top_answer(items: list, seps: list[str]) -> Answer:
+def _top_answer(items: list[nodes.Node], seps: list[str]) -> nodes.Answer:
     if ";" in seps and "," in seps:
-        groups: list[list] = [[]]
+        groups: list[list[nodes.Node]] = [[]]
         for i, item in enumerate(items):
             groups[-1].append(item)
             if i < len(seps) and seps[i] == ";":
                 groups.append([])
-        elems = []
+        elems: list[nodes.Answer] = []
         for g in groups:
             if len(g) == 1:
                 elems.extend(expand(to_answer(g[0])))
             elif g:
-                elems.extend(expand(("coll", "tuple", tuple(to_answer(x) for x in g))))
+                elems.extend(expand(nodes.Coll("tuple", tuple(to_answer(x) for x in g))))
         return _collection("list", elems)
     if len(items) == 1:
         alts = expand(to_answer(items[0]))
-        return alts[0] if len(alts) == 1 else ("coll", "list", tuple(alts))
+        return alts[0] if len(alts) == 1 else nodes.Coll("list", tuple(alts))
     elems = [a for item in items for a in expand(to_answer(item))]
     return _collection("list", elems)
 
 
-def _collection(kind: str, elems: list) -> Answer:
+def _collection(kind: str, elems: list[nodes.Answer]) -> nodes.Answer:
     if len(elems) == 1 and kind == "list":
         return elems[0]
-    return ("coll", kind, tuple(elems))
+    return nodes.Coll(kind, tuple(elems))
 
 
-def to_answer(node: Ast) -> Answer:
-    """Parser node -> Answer (structural nodes end in ``_``)."""
-    tag = node[0]
-    if tag == "paren_":
-        _, opener, closer, items, _seps = node
+def to_answer(node: nodes.Node) -> nodes.Answer:
+    """Parser node -> Answer (the written forms of :data:`scorer.nodes.WRITTEN` are read)."""
+    if isinstance(node, nodes.Paren):
+        opener, closer, items = node.opener, node.closer, node.items
         elems = tuple(to_answer(x) for x in items)
         if opener == "(" and closer == ")":
             if len(items) == 2 and (is_infinite(items[0]) or is_infinite(items[1])):
-                return ("interval", True, items[0], items[1], True)
-            return ("coll", "tuple", elems)
+                return nodes.Interval(True, _end(items[0]), _end(items[1]), True)
+            return nodes.Coll("tuple", elems)
         if opener == "[" and closer == "]":
             if len(items) == 2 and (is_infinite(items[0]) or is_infinite(items[1])):
-                return ("interval", False, items[0], items[1], False)
-            return ("coll", "blist", elems)
+                return nodes.Interval(False, _end(items[0]), _end(items[1]), False)
+            return nodes.Coll("blist", elems)
         if len(items) != 2:
             raise ParseError("interval needs two endpoints")
-        return ("interval", opener == "(", items[0], items[1], closer == ")")
-    if tag == "brace_":
-        return ("coll", "list", tuple(a for x in node[1] for a in expand(to_answer(x))))
-    if tag == "setlit_":
-        return ("coll", "set", tuple(a for x in node[1] for a in expand(to_answer(x))))
-    if tag == "emptyset_":
-        return ("coll", "set", ())
-    if tag == "namedset_":
-        return ("namedset", node[1])
-    if tag == "system_":
-        return ("coll", "list", tuple(to_answer(x) for x in node[1]))
-    if tag == "union_":
-        return ("union", tuple(to_answer(x) for x in node[1]))
-    if tag == "ratio_":
-        return ("ratio", tuple(_expr_of(to_answer(x)) for x in node[1]))
-    if tag == "rel_":
-        return _relation(node[1], node[2])
-    _check_expr(node)
-    return ("expr", fold_scientific(node))
+        return nodes.Interval(opener == "(", _end(items[0]), _end(items[1]), closer == ")")
+    if isinstance(node, nodes.Braced):
+        return nodes.Coll("list", tuple(a for x in node.items for a in expand(to_answer(x))))
+    if isinstance(node, nodes.SetLit):
+        return nodes.Coll("set", tuple(a for x in node.items for a in expand(to_answer(x))))
+    if isinstance(node, nodes.EmptySetLit):
+        return nodes.Coll("set", ())
+    if isinstance(node, nodes.NamedSetLit):
+        return nodes.NamedSet(node.name)
+    if isinstance(node, nodes.SystemLit):
+        return nodes.Coll("list", tuple(to_answer(x) for x in node.rows))
+    if isinstance(node, nodes.UnionLit):
+        return nodes.Union(tuple(to_answer(x) for x in node.parts))
+    if isinstance(node, nodes.RatioLit):
+        return nodes.Ratio(tuple(_expr_of(to_answer(x)) for x in node.parts))
+    if isinstance(node, nodes.RelLit):
+        return _relation(node.ops, node.parts)
+    return nodes.Expr(fold_scientific(_ast(node)))
 
 
-def fold_scientific(node: Ast) -> Ast:
+def _ast(node: nodes.Node) -> nodes.Ast:
+    """``node`` as an expression: no written structure anywhere inside it."""
+    if contains(node, nodes.WRITTEN):
+        raise ParseError("structure inside an expression")
+    return cast(nodes.Ast, node)
+
+
+def _end(node: nodes.Node) -> nodes.Ast:
+    """An interval end, taken as written (unchecked, as it always was: a written form there
+    makes the comparison fail later, never succeed)."""
+    return cast(nodes.Ast, node)
+
+
+def fold_scientific(node: nodes.Ast) -> nodes.Ast:
     """``2.31 \\times 10^{-3}`` -> one decimal literal (keeps its significant figures)."""
-    if node[0] == "neg":
-        inner = fold_scientific(node[1])
-        return ("neg", inner) if inner is not node[1] else node
-    if node[0] != "mul" or len(node[1]) != 2:
+    if isinstance(node, nodes.Neg):
+        inner = fold_scientific(node.arg)
+        return nodes.Neg(inner) if inner is not node.arg else node
+    if not isinstance(node, nodes.Mul) or len(node.factors) != 2:
         return node
-    mant, power = node[1]
-    if mant[0] != "dec" or power[0] != "pow" or power[1] != ("int", 10):
+    mant, power = node.factors
+    if not isinstance(mant, nodes.Dec) or not isinstance(power, nodes.Pow):
         return node
-    k = power[2]
-    if k[0] == "int":
-        shift = k[1]
-    elif k[0] == "neg" and k[1][0] == "int":
-        shift = -k[1][1]
+    if power.base != nodes.Int(10):
+        return node
+    k = power.exp
+    if isinstance(k, nodes.Int):
+        shift = k.value
+    elif isinstance(k, nodes.Neg) and isinstance(k.arg, nodes.Int):
+        shift = -k.arg.value
     else:
         return node
     if abs(shift) > 10_000:
         return node
-    return ("dec", mant[1], mant[2] + shift, mant[3])
+    return nodes.Dec(mant.mantissa, mant.exp10 + shift, mant.sig_figs)
 
 
-def _expr_of(ans: Answer) -> Ast:
-    if ans[0] != "expr":
+def _expr_of(ans: nodes.Answer) -> nodes.Ast:
+    if not isinstance(ans, nodes.Expr):
         raise ParseError("expected an expression")
-    return ans[1]
+    return ans.node
 
 
-_STRUCTURAL = frozenset(
-    {"paren_", "brace_", "setlit_", "emptyset_", "namedset_", "system_", "union_", "ratio_", "rel_"}
-)
-
-
-def _check_expr(node: Ast) -> None:
-    if contains(node, _STRUCTURAL):
-        raise ParseError("structure inside an expression")
-
-
-def _relation(ops: tuple[str, ...], parts: tuple) -> Answer:
+def _relation(ops: tuple[str, ...], parts: tuple[nodes.Node, ...]) -> nodes.Answer:
     if "~" in ops:
         ops, parts = _resolve_approx(ops, parts)
         if not ops:
@@ -947,17 +931,19 @@ def _relation(ops: tuple[str, ...], parts: tuple) -> Answer:
     if "in" in ops:
         if ops != ("in",):
             raise ParseError("membership chain")
-        return ("in", _expr_of(to_answer(parts[0])), to_answer(parts[1]))
+        return nodes.In(_expr_of(to_answer(parts[0])), to_answer(parts[1]))
     answers = tuple(to_answer(p) for p in parts)
     if any(op != "=" for op in ops):
         for a in answers:
             _expr_of(a)
         if "=" in ops:
             raise ParseError("mixed equation / inequality chain")
-    return ("rel", tuple(ops), answers)
+    return nodes.Rel(tuple(ops), answers)
 
 
-def _resolve_approx(ops: tuple[str, ...], parts: tuple) -> tuple[tuple[str, ...], tuple]:
+def _resolve_approx(
+    ops: tuple[str, ...], parts: tuple[nodes.Node, ...]
+) -> tuple[tuple[str, ...], tuple[nodes.Node, ...]]:
     """``x \\approx 11`` -> ``x = 11``; ``1/3 \\approx 0.33`` / ``x = 1/3 \\approx 0.3`` keep
     the exact left part (the approximation is commentary)."""
     k = ops.index("~")
@@ -968,91 +954,89 @@ def _resolve_approx(ops: tuple[str, ...], parts: tuple) -> tuple[tuple[str, ...]
     return left_ops, left_parts
 
 
-def expand(ans: Answer) -> list[Answer]:
+def expand(ans: nodes.Answer) -> list[nodes.Answer]:
     """Expand ``±`` into the alternatives it stands for (``1 \\pm 2`` -> [3, -1])."""
-    if not contains(ans, frozenset({"pm"})):
+    if not contains(ans, (nodes.Pm,)):
         return [ans]
     out = _expand(ans)
     if len(out) > MAX_EXPANSIONS:
         raise ParseError("too many ± alternatives")
-    uniq: list[Answer] = []
+    uniq: list[nodes.Answer] = []
     for a in out:
         if a not in uniq:
             uniq.append(a)
     return uniq
 
 
-def _expand(node):
-    if not isinstance(node, tuple) or not node:
-        return [node]
-    if node[0] == "pm":
-        lefts = _expand(node[1])
-        rights = _expand(node[2])
-        out = []
-        for a in lefts:
-            for b in rights:
-                out.append(("add", (a, b)) if a != ("int", 0) else b)
-                out.append(("add", (a, ("neg", b))) if a != ("int", 0) else ("neg", b))
+def _expand(value: Any) -> list[Any]:
+    """Every ± choice of ``value`` (a node, a tuple of nodes, or a plain field value)."""
+    if isinstance(value, nodes.Pm):
+        out: list[Any] = []
+        for a in _expand(value.left):
+            for b in _expand(value.right):
+                out.append(nodes.Add((a, b)) if a != nodes.Int(0) else b)
+                out.append(nodes.Add((a, nodes.Neg(b))) if a != nodes.Int(0) else nodes.Neg(b))
         return out
-    options = [_expand(c) if isinstance(c, tuple) else [c] for c in node]
+    if isinstance(value, nodes.Node):
+        options = [_expand(v) for v in nodes.fields(value)]
+        build: Callable[..., Any] = type(value)
+    elif isinstance(value, tuple):
+        options = [_expand(v) for v in value]
+        build = lambda *items: items  # noqa: E731
+    else:
+        return [value]
     combos = 1
     for o in options:
         combos *= len(o)
         if combos > MAX_EXPANSIONS:
             raise ParseError("too many ± alternatives")
-    return [tuple(c) for c in product(*options)]
+    return [build(*c) for c in product(*options)]
 
 
 # --------------------------------------------------------------------------------------------
 # labels (the "x" in "x = 5")
 
 
-def is_label(ans: Answer) -> bool:
+def is_label(ans: nodes.Answer) -> bool:
     """A name rather than a value: ``x``, ``a_3``, ``f(x)``, ``AB``, ``|AB|``, ``NO/BO``,
     ``A:B``, ``(p, q)``. Numbers appear only in subscripts / function arguments."""
-    if ans[0] == "expr":
-        return _label_ast(ans[1])
-    if ans[0] == "letter":
-        return not ans[2] and ans[1] not in ("i", "I")
-    if ans[0] == "ratio":
-        return all(_label_ast(p) for p in ans[1])
-    if ans[0] == "coll" and ans[1] == "tuple":
-        return all(is_label(e) for e in ans[2])
+    if isinstance(ans, nodes.Expr):
+        return _label_ast(ans.node)
+    if isinstance(ans, nodes.Letter):
+        return not ans.explicit and ans.letter not in ("i", "I")
+    if isinstance(ans, nodes.Ratio):
+        return all(_label_ast(p) for p in ans.parts)
+    if isinstance(ans, nodes.Coll) and ans.kind == "tuple":
+        return all(is_label(e) for e in ans.elems)
     return False
 
 
-def _label_ast(node: Ast) -> bool:
-    tag = node[0]
-    if tag == "sym":
-        return node[1] not in ("i", "I")
-    if tag == "mul":
-        first, rest = node[1][0], node[1][1:]
-        return _label_ast(first) and all(_label_ast(r) or r[0] == "int" for r in rest)
-    if tag == "div":
-        return _label_ast(node[1]) and _label_ast(node[2])
-    if tag == "abs":
-        return _label_ast(node[1])
+def _label_ast(node: nodes.Ast) -> bool:
+    if isinstance(node, nodes.Sym):
+        return node.name not in ("i", "I")
+    if isinstance(node, nodes.Mul):
+        first, rest = node.factors[0], node.factors[1:]
+        return _label_ast(first) and all(_label_ast(r) or isinstance(r, nodes.Int) for r in rest)
+    if isinstance(node, nodes.Div):
+        return _label_ast(node.num) and _label_ast(node.den)
+    if isinstance(node, nodes.Abs):
+        return _label_ast(node.arg)
     return False
 
 
-def canonical(node):
+def canonical(node: nodes.Node) -> nodes.Node:
     """Canonical, order-insensitive form of an AST for cheap structural equality."""
-    if not isinstance(node, tuple) or not node:
+    if isinstance(node, nodes.SympyValue):
         return node
-    if not isinstance(node[0], str):
-        return tuple(canonical(c) for c in node)
-    tag = node[0]
-    if tag == "sx":
-        return node
-    if tag in ("add", "mul"):
-        flat = []
-        for c in node[1]:
+    if isinstance(node, nodes.Add | nodes.Mul):
+        flat: list[nodes.Node] = []
+        for c in node.terms if isinstance(node, nodes.Add) else node.factors:
             cc = canonical(c)
-            if cc[0] == tag:
-                flat.extend(cc[1])
+            if type(cc) is type(node):
+                flat.extend(cc.terms if isinstance(cc, nodes.Add) else cc.factors)  # type: ignore[union-attr]
             else:
                 flat.append(cc)
-        if tag == "mul" and contains(node, frozenset({"matrix"})):
-            return (tag, tuple(flat))  # matrix products do not commute
-        return (tag, tuple(sorted(flat, key=repr)))
-    return tuple(canonical(c) if isinstance(c, tuple) else c for c in node)
+        if isinstance(node, nodes.Mul) and contains(node, (nodes.Matrix,)):
+            return nodes.Mul(tuple(flat))  # type: ignore[arg-type]  # matrix products do not commute
+        return type(node)(tuple(sorted(flat, key=repr)))
+    return nodes.rebuild(node, canonical)

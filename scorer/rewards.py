@@ -8,29 +8,27 @@ problem: ``timeout`` (the equivalence check ran out of time) is never reported a
 
 from __future__ import annotations
 
-import re
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from scorer.extract import THINK_CLOSE, extract_answer, find_boxes, mask_tool_blocks
-from scorer.verdict import Verdict
+from scorer.extract import (
+    THINK_CLOSE,
+    TOOL_CALL_OPEN,
+    TOOL_RESPONSE_OPEN,
+    extract_answer,
+    find_boxes,
+    mask_tool_blocks,
+)
+from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
 Preset = Literal["binary", "interleaved"]
 PRESETS: tuple[str, ...] = ("binary", "interleaved")
 Status = Literal["correct", "incorrect", "no_answer", "format_error", "timeout", "error"]
 STATUSES: tuple[str, ...] = typing.get_args(Status)
 
-Gold = str | int | float
 VerifyFn = Callable[..., Verdict]
-
-# Verdict reasons that are not a judgement of the answer (see scorer.verdict.Reason).
-VERDICT_ERROR = "error"
-VERDICT_EMPTY = "empty"
-
-_TOOL_OPEN = re.compile(r"<tool_call\b", re.IGNORECASE)
-_RESPONSE_OPEN = re.compile(r"<tool_response\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -90,16 +88,10 @@ class Outcome:
     error: str | None = None
 
 
-def count_tool_calls(text: str) -> int:
-    """Number of tool calls the assistant made (opening ``<tool_call`` tags outside tool
-    blocks; structured calls are rendered as such tags when a trace is read)."""
-    return len(_TOOL_OPEN.findall(mask_tool_blocks(text)))
-
-
 def _answered_call(masked: str) -> bool:
     """Whether some ``<tool_call`` in ``masked`` is followed by a ``<tool_response``."""
-    first_call = _TOOL_OPEN.search(masked)
-    return first_call is not None and _RESPONSE_OPEN.search(masked, first_call.end()) is not None
+    call = TOOL_CALL_OPEN.search(masked)
+    return call is not None and TOOL_RESPONSE_OPEN.search(masked, call.end()) is not None
 
 
 def _check(
@@ -140,14 +132,14 @@ def _judge(
         reward = cfg.correct_reward
         if bonus and cfg.tool_bonus:
             reward += cfg.tool_bonus
-            reasons.append("tool_bonus")
+            reasons.append(Reason.TOOL_BONUS)
         return Outcome(reward, "correct", pred, True, reasons)
     if verdict.timed_out:
         return Outcome(cfg.timeout_value, "timeout", pred, False, reasons, verdict.detail or None)
-    if verdict.reason == VERDICT_ERROR:
+    if verdict.reason == Reason.ERROR:
         # The checker itself failed (crashed worker): no verdict on the model, so no reward.
         return Outcome(None, "error", pred, False, reasons, verdict.detail or "verify failed")
-    if verdict.reason == VERDICT_EMPTY:
+    if verdict.reason == Reason.EMPTY:
         # A box with nothing in it once normalised (``\boxed{\quad}``) is no answer.
         return Outcome(cfg.wrong_reward, "no_answer", pred, False, reasons)
     return Outcome(cfg.wrong_reward, "incorrect", pred, False, reasons)
@@ -159,14 +151,14 @@ def score_binary(
     cfg: RewardConfig,
     *,
     verify: VerifyFn,
-    timeout: float = 5.0,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Outcome:
     """``binary``: the last box after the last ``</think>`` (whole text when there is none);
     right -> ``correct_reward``, anything else -> ``wrong_reward``. ``tool_bonus`` (0 by
     default) is added to a right answer when a tool call anywhere was answered."""
     pred = extract_answer(text, which="last", only_after_think=True)
     if pred is None:
-        return Outcome(cfg.wrong_reward, "no_answer", None, False, ["no_box"])
+        return Outcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
     return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(mask_tool_blocks(text)))
 
 
@@ -176,7 +168,7 @@ def score_interleaved(
     cfg: RewardConfig,
     *,
     verify: VerifyFn,
-    timeout: float = 5.0,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Outcome:
     """``interleaved``: the seed environment's rules, in order.
 
@@ -192,14 +184,16 @@ def score_interleaved(
     masked = mask_tool_blocks(text)
     end = masked.find(THINK_CLOSE)
     if end < 0:
-        return Outcome(cfg.format_reward, "format_error", None, False, ["missing_think_close"])
+        return Outcome(cfg.format_reward, "format_error", None, False, [Reason.MISSING_THINK_CLOSE])
     head, tail = masked[:end], masked[end + len(THINK_CLOSE) :]
-    if _TOOL_OPEN.search(tail) or _RESPONSE_OPEN.search(tail):
-        return Outcome(cfg.format_reward, "format_error", None, False, ["tool_tag_after_think"])
+    if TOOL_CALL_OPEN.search(tail) or TOOL_RESPONSE_OPEN.search(tail):
+        return Outcome(
+            cfg.format_reward, "format_error", None, False, [Reason.TOOL_TAG_AFTER_THINK]
+        )
     boxes = find_boxes(tail)
     pred = boxes[0] if boxes else None
     if pred is None:
-        return Outcome(cfg.wrong_reward, "no_answer", None, False, ["no_box"])
+        return Outcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
     return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(head))
 
 
@@ -209,7 +203,7 @@ def score_text(
     cfg: RewardConfig | None = None,
     *,
     verify: VerifyFn | None = None,
-    timeout: float = 5.0,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> Outcome:
     """Apply ``cfg``'s preset to one assistant text. ``verify`` defaults to
     :func:`scorer.equivalence.verify` (imported on first use: it pulls in sympy)."""

@@ -1,4 +1,4 @@
-"""The sympy leaf backend. Imported only inside the worker process (``scorer._worker``).
+"""The sympy leaf backend. Imported only inside the worker process (``scorer.sympy_worker``).
 
 Sympy objects are built from the parser's AST node by node — never from strings, so nothing
 is ``eval``-ed. Equality of two values, cheapest first:
@@ -18,14 +18,16 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 from functools import lru_cache
+from typing import cast
 
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-from scorer.compare import ExactBackend, Outcome, Undecided
+from scorer import nodes
+from scorer.compare import Component, ExactBackend, Named, Point, Span, Undecided
 from scorer.exact import MIN_SIG_FIGS, decimal_literal, rounds_to
-from scorer.parse import Answer, Ast, contains
-from scorer.verdict import Reason
+from scorer.parse import contains
+from scorer.verdict import Reason, Verdict
 
 DIGITS = 30
 EXACT_RTOL = sp.Float("1e-20")
@@ -65,78 +67,76 @@ _FUNCS = {
 
 
 @lru_cache(maxsize=4096)
-def to_sympy(node: Ast):
+def to_sympy(node: nodes.Ast):
     """AST -> sympy object (cached: the same gold is converted once per worker)."""
-    tag = node[0]
-    if tag == "int":
-        return sp.Integer(node[1])
-    if tag == "dec":
-        return sp.Rational(node[1]) * sp.Rational(10) ** node[2]
-    if tag == "sym":
-        name = node[1]
+    if isinstance(node, nodes.Int):
+        return sp.Integer(node.value)
+    if isinstance(node, nodes.Dec):
+        return sp.Rational(node.mantissa) * sp.Rational(10) ** node.exp10
+    if isinstance(node, nodes.Sym):
+        name = node.name
         if name == "e":
             return sp.E
         if name in ("i", "I"):
             return sp.I
         return sp.Symbol(name)
-    if tag == "const":
-        return sp.pi if node[1] == "pi" else sp.oo
-    if tag == "neg":
-        return -to_sympy(node[1])
-    if tag == "add":
-        return sp.Add(*[to_sympy(c) for c in node[1]])
-    if tag == "mul":
-        out = to_sympy(node[1][0])
-        for c in node[1][1:]:
+    if isinstance(node, nodes.Const):
+        return sp.pi if node.name == "pi" else sp.oo
+    if isinstance(node, nodes.Neg):
+        return -to_sympy(node.arg)
+    if isinstance(node, nodes.Add):
+        return sp.Add(*[to_sympy(c) for c in node.terms])
+    if isinstance(node, nodes.Mul):
+        out = to_sympy(node.factors[0])
+        for c in node.factors[1:]:
             out = out * to_sympy(c)
         return out
-    if tag == "div":
-        return to_sympy(node[1]) / to_sympy(node[2])
-    if tag == "pow":
-        base, exp = to_sympy(node[1]), to_sympy(node[2])
+    if isinstance(node, nodes.Div):
+        return to_sympy(node.num) / to_sympy(node.den)
+    if isinstance(node, nodes.Pow):
+        base, exp = to_sympy(node.base), to_sympy(node.exp)
         if isinstance(base, sp.MatrixBase):
             return base ** int(exp)
         return sp.Pow(base, exp)
-    if tag == "fact":
-        return sp.factorial(to_sympy(node[1]))
-    if tag == "abs":
-        return sp.Abs(to_sympy(node[1]))
-    if tag == "sqrt":
-        return sp.sqrt(to_sympy(node[1]))
-    if tag == "root":
-        return sp.root(to_sympy(node[1]), to_sympy(node[2]))
-    if tag == "binom":
-        return sp.binomial(to_sympy(node[1]), to_sympy(node[2]))
-    if tag == "fn":
-        return _FUNCS[node[1]](to_sympy(node[2]))
-    if tag == "log":
-        base = node[1]
-        arg = to_sympy(node[2])
-        return sp.log(arg) if base == ("int", 0) else sp.log(arg, to_sympy(base))
-    if tag == "floor":
-        return sp.floor(to_sympy(node[1]))
-    if tag == "ceil":
-        return sp.ceiling(to_sympy(node[1]))
-    if tag == "pct":
-        return to_sympy(node[1]) / 100
-    if tag == "deg":
-        return to_sympy(node[1]) * sp.pi / 180
-    if tag == "matrix":
-        return sp.Matrix([[to_sympy(c) for c in row] for row in node[1]])
-    if tag == "det":
-        return to_sympy(node[1]).det()
-    if tag in ("sum", "prod"):
-        var = sp.Symbol(node[2])
-        body = to_sympy(node[1])
-        cls = sp.Sum if tag == "sum" else sp.Product
-        return cls(body, (var, to_sympy(node[3]), to_sympy(node[4])))
-    if tag == "based":
-        return sp.Symbol(f"{node[1]}_{node[2]}")
-    if tag == "ellipsis":
+    if isinstance(node, nodes.Fact):
+        return sp.factorial(to_sympy(node.arg))
+    if isinstance(node, nodes.Abs):
+        return sp.Abs(to_sympy(node.arg))
+    if isinstance(node, nodes.Sqrt):
+        return sp.sqrt(to_sympy(node.arg))
+    if isinstance(node, nodes.Root):
+        return sp.root(to_sympy(node.arg), to_sympy(node.index))
+    if isinstance(node, nodes.Binom):
+        return sp.binomial(to_sympy(node.n), to_sympy(node.k))
+    if isinstance(node, nodes.Fn):
+        return _FUNCS[node.name](to_sympy(node.arg))
+    if isinstance(node, nodes.Log):
+        arg = to_sympy(node.arg)
+        return sp.log(arg) if node.base == nodes.Int(0) else sp.log(arg, to_sympy(node.base))
+    if isinstance(node, nodes.Floor):
+        return sp.floor(to_sympy(node.arg))
+    if isinstance(node, nodes.Ceil):
+        return sp.ceiling(to_sympy(node.arg))
+    if isinstance(node, nodes.Pct):
+        return to_sympy(node.arg) / 100
+    if isinstance(node, nodes.Deg):
+        return to_sympy(node.arg) * sp.pi / 180
+    if isinstance(node, nodes.Matrix):
+        return sp.Matrix([[to_sympy(c) for c in row] for row in node.rows])
+    if isinstance(node, nodes.Det):
+        return to_sympy(node.matrix).det()
+    if isinstance(node, nodes.BigOp):
+        var = sp.Symbol(node.var)
+        body = to_sympy(node.body)
+        cls = sp.Sum if node.kind == "sum" else sp.Product
+        return cls(body, (var, to_sympy(node.lo), to_sympy(node.hi)))
+    if isinstance(node, nodes.Based):
+        return sp.Symbol(f"{node.digits}_{node.base}")
+    if isinstance(node, nodes.Dots):
         return sp.Symbol("...")
-    if tag == "sx":
-        return node[1]
-    raise ConvertError(tag)
+    if isinstance(node, nodes.SympyValue):
+        return node.value
+    raise ConvertError(type(node).__name__)
 
 
 def _is_number(x) -> bool:
@@ -178,24 +178,21 @@ def _high_precision(value, digits: int) -> Fraction | None:
     return -q if sign else q
 
 
-def _decimal_sig(node: Ast) -> int | None:
+def _decimal_sig(node: nodes.Ast) -> int | None:
     """Fewest significant figures among non-integer decimal literals in an AST."""
     out: list[int] = []
     _walk_decimals(node, out)
     return min(out) if out else None
 
 
-def _walk_decimals(node, out: list[int]) -> None:
-    if not isinstance(node, tuple) or not node:
-        return
-    if node[0] == "dec":
-        m, e = node[1], node[2]
+def _walk_decimals(node: nodes.Node, out: list[int]) -> None:
+    if isinstance(node, nodes.Dec):
+        m, e = node.mantissa, node.exp10
         if not (e >= 0 or m % (10 ** (-e)) == 0):
-            out.append(node[3])
+            out.append(node.sig_figs)
         return
-    for c in node[1:] if isinstance(node[0], str) else node:
-        if isinstance(c, tuple):
-            _walk_decimals(c, out)
+    for c in nodes.children(node):
+        _walk_decimals(c, out)
 
 
 def _branchy(expr) -> bool:
@@ -213,7 +210,7 @@ def _branchy(expr) -> bool:
 class SympyBackend(ExactBackend):
     """Leaf decisions with sympy; never raises :class:`Undecided`."""
 
-    def values_equal(self, p: Ast, g: Ast) -> Outcome:
+    def values_equal(self, p: nodes.Ast, g: nodes.Ast) -> Verdict:
         try:
             return super().values_equal(p, g)
         except Undecided:
@@ -221,32 +218,32 @@ class SympyBackend(ExactBackend):
         try:
             a, b = to_sympy(p), to_sympy(g)
         except (ConvertError, TypeError, ValueError, ZeroDivisionError) as exc:
-            return Outcome(False, Reason.PARSE_ERROR, f"cannot build: {exc}")
+            return Verdict(False, Reason.PARSE_ERROR, f"cannot build: {exc}")
         if isinstance(a, sp.MatrixBase) or isinstance(b, sp.MatrixBase):
             return self._matrices(a, b, p, g)
         return self._expr_equal(a, b, p, g)
 
     # -- matrices (products / sums of literal matrices)
-    def _matrices(self, a, b, p: Ast, g: Ast) -> Outcome:
+    def _matrices(self, a, b, p: nodes.Ast, g: nodes.Ast) -> Verdict:
         if not (isinstance(a, sp.MatrixBase) and isinstance(b, sp.MatrixBase)):
-            return Outcome(False, Reason.STRUCTURE_MISMATCH, "matrix vs scalar")
+            return Verdict(False, Reason.STRUCTURE_MISMATCH, "matrix vs scalar")
         if a.shape != b.shape:
-            return Outcome(False, Reason.STRUCTURE_MISMATCH, "matrix shapes differ")
-        worst = Outcome(True, Reason.SYMBOLIC_EQUAL)
+            return Verdict(False, Reason.STRUCTURE_MISMATCH, "matrix shapes differ")
+        worst = Verdict(True, Reason.SYMBOLIC_EQUAL)
         for x, y in zip(a, b, strict=True):
             o = self._expr_equal(sp.sympify(x), sp.sympify(y), None, None)
-            if not o.equal:
+            if not o.correct:
                 return o
             if o.reason == Reason.APPROX_EQUAL or worst.reason == Reason.SYMBOLIC_EQUAL:
                 worst = o
         return worst
 
     # -- scalars
-    def _expr_equal(self, a, b, p: Ast | None, g: Ast | None) -> Outcome:
+    def _expr_equal(self, a, b, p: nodes.Ast | None, g: nodes.Ast | None) -> Verdict:
         if a == b:
-            return Outcome(True, Reason.SYMBOLIC_EQUAL)
+            return Verdict(True, Reason.SYMBOLIC_EQUAL)
         if any(x.has(sp.nan, sp.zoo) for x in (a, b)):
-            return Outcome(False, Reason.NOT_EQUAL, "undefined value")
+            return Verdict(False, Reason.NOT_EQUAL, "undefined value")
         if p is not None and g is not None:
             approx = self._decimal_vs_exact(a, b, p, g)
             if approx is not None:
@@ -265,14 +262,14 @@ class SympyBackend(ExactBackend):
             return self._constants_equal(a, b, tol, reason)
         return self._sampled_equal(a, b, sorted(syms, key=str), tol, reason)
 
-    def _decimal_vs_exact(self, a, b, p: Ast, g: Ast) -> Outcome | None:
+    def _decimal_vs_exact(self, a, b, p: nodes.Ast, g: nodes.Ast) -> Verdict | None:
         """A decimal literal against an exact real constant: the rounding policy."""
         for dec_node, exact_obj in ((p, b), (g, a)):
             dec = decimal_literal(dec_node)
             if dec is None or not _is_number(exact_obj) or exact_obj.free_symbols:
                 continue
             if exact_obj.is_real is False:
-                return Outcome(False, Reason.NOT_EQUAL, "decimal vs complex")
+                return Verdict(False, Reason.NOT_EQUAL, "decimal vs complex")
             m, e, _sig = dec
             mag = abs(sp.N(exact_obj, 15))
             extra = 0 if mag == 0 else int(abs(sp.log(mag, 10).evalf(5))) + 1
@@ -280,11 +277,11 @@ class SympyBackend(ExactBackend):
             if value is None:
                 return None
             if rounds_to(dec, value):
-                return Outcome(True, Reason.APPROX_EQUAL, "decimal approximation")
-            return Outcome(False, Reason.NOT_EQUAL)
+                return Verdict(True, Reason.APPROX_EQUAL, "decimal approximation")
+            return Verdict(False, Reason.NOT_EQUAL)
         return None
 
-    def _constants_equal(self, a, b, tol, reason: str) -> Outcome:
+    def _constants_equal(self, a, b, tol, reason: str) -> Verdict:
         try:
             d = sp.N(a - b, DIGITS, maxn=MAX_CANCEL_DIGITS)
             scale = max(_magnitude(a), _magnitude(b))
@@ -292,18 +289,18 @@ class SympyBackend(ExactBackend):
             d = None
         if d is not None and _finite(d):
             if _precise_zero(d):
-                return Outcome(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL)
+                return Verdict(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL)
             if abs(d) <= tol * scale and tol != EXACT_RTOL:
-                return Outcome(True, reason, "within the decimal's precision")
-            return Outcome(False, Reason.NOT_EQUAL)
+                return Verdict(True, reason, "within the decimal's precision")
+            return Verdict(False, Reason.NOT_EQUAL)
         return self._simplify_equal(a, b)
 
-    def _sampled_equal(self, a, b, syms: list, tol, reason: str) -> Outcome:
+    def _sampled_equal(self, a, b, syms: list, tol, reason: str) -> Verdict:
         rng = random.Random(20240917)
         branchy = _branchy(a) or _branchy(b)
         diff = a - b
         if diff == 0:
-            return Outcome(True, Reason.SYMBOLIC_EQUAL)
+            return Verdict(True, Reason.SYMBOLIC_EQUAL)
         agreed = 0
         tried = 0
         while tried < 4 * N_POINTS and agreed < N_POINTS:
@@ -328,23 +325,23 @@ class SympyBackend(ExactBackend):
             if _precise_zero(d) or (tol != EXACT_RTOL and abs(d) <= tol * scale):
                 agreed += 1
                 continue
-            return Outcome(False, Reason.NOT_EQUAL, "differ at a sample point")
+            return Verdict(False, Reason.NOT_EQUAL, "differ at a sample point")
         if agreed >= 3:
             detail = f"agree at {agreed} random points"
-            return Outcome(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL, detail)
+            return Verdict(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL, detail)
         return self._simplify_equal(a, b)
 
-    def _simplify_equal(self, a, b) -> Outcome:
+    def _simplify_equal(self, a, b) -> Verdict:
         try:
             d = sp.simplify(a - b)
         except (TypeError, ValueError, ArithmeticError, RecursionError, NotImplementedError):
-            return Outcome(False, Reason.NOT_EQUAL, "could not compare")
+            return Verdict(False, Reason.NOT_EQUAL, "could not compare")
         if d == 0:
-            return Outcome(True, Reason.SYMBOLIC_EQUAL)
-        return Outcome(False, Reason.NOT_EQUAL)
+            return Verdict(True, Reason.SYMBOLIC_EQUAL)
+        return Verdict(False, Reason.NOT_EQUAL)
 
     # -- equations
-    def proportional(self, a: Ast, b: Ast, positive: bool) -> bool:
+    def proportional(self, a: nodes.Ast, b: nodes.Ast, positive: bool) -> bool:
         try:
             return super().proportional(a, b, positive)
         except Undecided:
@@ -393,8 +390,8 @@ class SympyBackend(ExactBackend):
         return not positive or bool(sp.re(r0v) > 0)
 
     # -- inequalities with a non-trivial left side, e.g. 1 <= |z| <= 3/2
-    def solve_relation(self, rel: Answer) -> Answer | None:
-        exprs = [to_sympy(part[1]) for part in rel[2]]
+    def solve_relation(self, rel: nodes.Rel) -> nodes.Answer | None:
+        exprs = [to_sympy(cast(nodes.Expr, part).node) for part in rel.parts]
         syms = set().union(*(e.free_symbols for e in exprs))
         if len(syms) != 1 or any(e.has(AppliedUndef) for e in exprs):
             return None
@@ -403,70 +400,63 @@ class SympyBackend(ExactBackend):
         exprs = [e.subs(x, xr) for e in exprs]
         ops = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "!=": sp.Ne}
         region = sp.S.Reals
-        for i, op in enumerate(rel[1]):
+        for i, op in enumerate(rel.ops):
             if op not in ops:
                 return None
             cond = ops[op](exprs[i], exprs[i + 1])
             region = region.intersect(sp.solveset(cond, xr, sp.S.Reals))
         return _set_to_answer(region)
 
-    def sets_equal(self, cp: list, cg: list) -> Outcome:
+    def sets_equal(self, cp: list[Component], cg: list[Component]) -> Verdict:
         try:
             return super().sets_equal(cp, cg)
         except Undecided:
             pass
         sa, sb = _components_to_set(cp), _components_to_set(cg)
         if sa is None or sb is None:
-            return Outcome(False, Reason.STRUCTURE_MISMATCH, "not comparable as sets")
+            return Verdict(False, Reason.STRUCTURE_MISMATCH, "not comparable as sets")
         try:
             same = bool(sa == sb)
         except (TypeError, ValueError, NotImplementedError):
             same = False
-        return Outcome(same, Reason.SYMBOLIC_EQUAL if same else Reason.NOT_EQUAL)
+        return Verdict(same, Reason.SYMBOLIC_EQUAL if same else Reason.NOT_EQUAL)
 
 
-def _set_to_answer(s) -> Answer | None:
+def _set_to_answer(s) -> nodes.Answer | None:
     if isinstance(s, sp.Interval):
-        return (
-            "interval",
-            bool(s.left_open),
-            _sx(s.start),
-            _sx(s.end),
-            bool(s.right_open),
-        )
+        return nodes.Interval(bool(s.left_open), _sx(s.start), _sx(s.end), bool(s.right_open))
     if isinstance(s, sp.Union):
         parts = [_set_to_answer(a) for a in s.args]
-        return None if any(p is None for p in parts) else ("union", tuple(parts))
+        return None if any(p is None for p in parts) else nodes.Union(tuple(parts))  # type: ignore[arg-type]
     if isinstance(s, sp.FiniteSet):
-        return ("coll", "set", tuple(("expr", _sx(e)) for e in s.args))
+        return nodes.Coll("set", tuple(nodes.Expr(_sx(e)) for e in s.args))
     if s == sp.S.Reals:
-        return ("namedset", "R")
+        return nodes.NamedSet("R")
     if s == sp.S.EmptySet:
-        return ("coll", "set", ())
+        return nodes.Coll("set", ())
     return None
 
 
-def _sx(obj) -> Ast:
+def _sx(obj) -> nodes.Ast:
     if obj == sp.oo:
-        return ("const", "oo")
+        return nodes.OO
     if obj == -sp.oo:
-        return ("neg", ("const", "oo"))
+        return nodes.NEG_OO
     if isinstance(obj, sp.Integer):
-        return ("int", int(obj))
-    return ("sx", obj)
+        return nodes.Int(int(obj))
+    return nodes.SympyValue(obj)
 
 
-def _components_to_set(components: list):
+def _components_to_set(components: list[Component]):
     parts = []
     for c in components:
-        if c[0] == "iv":
-            _, lo_open, lo, hi, hi_open = c
-            parts.append(sp.Interval(to_sympy(lo), to_sympy(hi), lo_open, hi_open))
-        elif c[0] == "pt":
-            if c[1][0] != "expr" or contains(c[1][1], frozenset({"matrix"})):
+        if isinstance(c, Span):
+            parts.append(sp.Interval(to_sympy(c.lo), to_sympy(c.hi), c.lo_open, c.hi_open))
+        elif isinstance(c, Point):
+            if not isinstance(c.answer, nodes.Expr) or contains(c.answer.node, (nodes.Matrix,)):
                 return None
-            parts.append(sp.FiniteSet(to_sympy(c[1][1])))
-        elif c[0] == "named" and c[1] == "R":
+            parts.append(sp.FiniteSet(to_sympy(c.answer.node)))
+        elif isinstance(c, Named) and c.name == "R":
             parts.append(sp.S.Reals)
         else:
             return None

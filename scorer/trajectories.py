@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scorer.extract import find_boxes, last_boxed_or_text
-from scorer.rewards import Gold, count_tool_calls
+from scorer.extract import count_tool_calls, find_boxes, last_boxed_or_text
+from scorer.verdict import Gold
 
 FORMATS: tuple[str, ...] = ("flat", "chat", "sharegpt", "atropos_group", "verifiers")
 GOLD_KEYS: tuple[str, ...] = (

@@ -1,8 +1,19 @@
-"""The result of comparing a predicted answer with a gold answer."""
+"""The contract of one answer check: what is compared (a :data:`Gold`), how long it may take by
+default, and the result (:class:`Verdict` with a :class:`Reason` code).
+
+It sits below every other scorer module, so the comparer, ``verify``, the reward rules and the
+grader share these names instead of each spelling them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+Gold = str | int | float
+"""A gold answer as datasets give it: JSON numbers are golds too (see ``gold_to_str``)."""
+
+DEFAULT_TIMEOUT = 5.0
+"""Seconds one answer check may spend in sympy unless told otherwise (CLI, API, rewards)."""
 
 
 class Reason:
@@ -31,6 +42,12 @@ class Reason:
     TIMEOUT = "timeout"  # the sympy worker ran past the deadline and was killed
     ERROR = "error"  # internal failure (worker crashed); never silently "correct"
 
+    # Not verdicts: codes the reward rules (scorer.rewards) add to a graded row's ``reasons``.
+    NO_BOX = "no_box"  # the text has no (readable) chosen box
+    MISSING_THINK_CLOSE = "missing_think_close"  # interleaved: no ``</think>``
+    TOOL_TAG_AFTER_THINK = "tool_tag_after_think"  # interleaved: a tool tag after ``</think>``
+    TOOL_BONUS = "tool_bonus"  # the tool bonus was added to a right answer
+
     CORRECT = frozenset(
         {STRING_MATCH, CHOICE_MATCH, TEXT_MATCH, NUMERIC_EQUAL, SYMBOLIC_EQUAL, APPROX_EQUAL}
     )
@@ -51,4 +68,4 @@ class Verdict:
 
     @property
     def timed_out(self) -> bool:
-        return self.reason == "timeout"
+        return self.reason == Reason.TIMEOUT

@@ -72,8 +72,13 @@ PYTHON_EXCEPTION_FOR_MESSAGE = {
 
 
 def python_value(expr: str) -> object:
-    """Python's value for an expression in the calculator's language (test-only reference)."""
-    return eval(expr, dict(REFERENCE_NAMESPACE))
+    """Python's value for an expression in the calculator's language (test-only reference).
+
+    The calculator strips surrounding white space (documented); Python's eval strips only
+    leading blanks and refuses e.g. '0\\n ' (an indented second line), so it reads the same
+    stripped text."""
+    source = expr.replace("\r\n", "\n").replace("\r", "\n").strip()
+    return eval(source, dict(REFERENCE_NAMESPACE))
 
 
 def assert_same_value(ours: object, python: object) -> None:

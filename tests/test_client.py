@@ -721,3 +721,11 @@ def test_real_service_exec_tool(boxed_service: str, monkeypatch: pytest.MonkeyPa
     assert code == '<tool_response>{"stdout": "1024\\n", "result": "1024"}</tool_response>'
     assert calc == '<tool_response>{"value": 4.0}</tool_response>'
     assert "not a JSON object" in bad
+
+
+def test_client_rows_read_the_scorers_one_row_schema() -> None:
+    from exec_server.client import ScoreResult
+    from scorer.row import GradedRow
+
+    for name, field in ScoreResult.model_fields.items():
+        assert GradedRow.model_fields[name].annotation == field.annotation, name

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scorer.deadline import get_pool
 from scorer.equivalence import verify, warm_up
+from scorer.sympy_pool import get_pool
 from scorer.verdict import Reason
 
 TIMEOUT = 1.0

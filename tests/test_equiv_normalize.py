@@ -7,16 +7,18 @@ import os
 import signal
 import time
 from fractions import Fraction
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scorer import normalize as N
-from scorer.deadline import DeadlineExceeded, WorkerPool, get_pool
 from scorer.equivalence import verify, warm_up
 from scorer.exact import TooBig, exact_value, log2_range, rounds_to
+from scorer.nodes import Add, Ast, Coll, Dec, Div, Expr, In, Int, Interval, Letter, Text, Time
 from scorer.parse import TooDeep, is_label, parse_answer
+from scorer.sympy_pool import DeadlineExceeded, WorkerPool, get_pool
 
 
 # ------------------------------------------------------------------------- extraction
@@ -28,7 +30,7 @@ from scorer.parse import TooDeep, is_label, parse_answer
         ("\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}", "(3, 3), (1, 1)"),
         ("\\boxed{1} no no no no no \\boxed{2}", "2"),  # prose between: not one answer
         ("$\\boxed{1}\\boxed{2}$", "1, 2"),
-        ("\\boxed{W(n) = 1", "W(n) = 1"),  # unclosed box runs to the end
+        ("\\boxed{W(n) = 1", ""),  # an unclosed box is no answer (precision first)
         ("answer \\\\boxed{004}.", "004"),  # escaped twice
         ("\\boxed{255} ... Final Answer: The final answer is $10,455$. I hope", "10,455"),
         ("Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", "120"),
@@ -94,23 +96,23 @@ def test_normalization_steps_are_listed_in_order() -> None:
 
 # ------------------------------------------------------------------------------ parser
 def test_parse_shapes() -> None:
-    assert parse_answer("\\frac{1}{2}") == ("expr", ("div", ("int", 1), ("int", 2)))
-    assert parse_answer("2\\frac12")[1][0] == "add"  # mixed number
-    assert parse_answer("(1,2]")[0] == "interval"
-    assert parse_answer("(1,2)") == ("coll", "tuple", (("expr", ("int", 1)), ("expr", ("int", 2))))
-    assert parse_answer("\\{1,2\\}")[1] == "set"
-    assert parse_answer("1, 2")[1] == "list"
-    assert parse_answer("x \\in [0,1]")[0] == "in"
-    assert parse_answer("1 \\pm 2")[1] == "list"  # ± expands into two answers
-    assert parse_answer("(C)") == ("letter", "C", True)
-    assert parse_answer("Evelyn")[0] == "text"
-    assert parse_answer("12:30")[0] == "time"
-    assert parse_answer("1.50") == ("expr", ("dec", 150, -2, 3))  # keeps 3 significant figures
-    assert parse_answer("2.5\\times 10^{-3}") == ("expr", ("dec", 25, -4, 2))
+    assert parse_answer("\\frac{1}{2}") == Expr(Div(Int(1), Int(2)))
+    assert isinstance(cast(Expr, parse_answer("2\\frac12")).node, Add)  # mixed number
+    assert isinstance(parse_answer("(1,2]"), Interval)
+    assert parse_answer("(1,2)") == Coll("tuple", (Expr(Int(1)), Expr(Int(2))))
+    assert cast(Coll, parse_answer("\\{1,2\\}")).kind == "set"
+    assert cast(Coll, parse_answer("1, 2")).kind == "list"
+    assert isinstance(parse_answer("x \\in [0,1]"), In)
+    assert cast(Coll, parse_answer("1 \\pm 2")).kind == "list"  # ± expands into two answers
+    assert parse_answer("(C)") == Letter("C", True)
+    assert isinstance(parse_answer("Evelyn"), Text)
+    assert isinstance(parse_answer("12:30"), Time)
+    assert parse_answer("1.50") == Expr(Dec(150, -2, 3))  # keeps 3 significant figures
+    assert parse_answer("2.5\\times 10^{-3}") == Expr(Dec(25, -4, 2))
 
 
 def test_parse_failure_becomes_text_and_depth_is_capped() -> None:
-    assert parse_answer("\\int_0^1 x dx")[0] == "text"
+    assert isinstance(parse_answer("\\int_0^1 x dx"), Text)
     with pytest.raises(TooDeep):
         parse_answer("(" * 100 + "1" + ")" * 100)
 
@@ -125,14 +127,18 @@ def test_labels(text: str, label: bool) -> None:
 
 
 # ------------------------------------------------------------------- exact arithmetic
+def _ast(text: str) -> Ast:
+    return cast(Expr, parse_answer(text)).node
+
+
 def test_exact_values() -> None:
-    assert exact_value(parse_answer("\\frac{1}{2004!}")[1]) == Fraction(1, _fact(2004))
-    assert exact_value(parse_answer("\\sqrt{\\frac{9}{4}}")[1]) == Fraction(3, 2)
-    assert exact_value(parse_answer("8^{2/3}")[1]) == 4
+    assert exact_value(_ast("\\frac{1}{2004!}")) == Fraction(1, _fact(2004))
+    assert exact_value(_ast("\\sqrt{\\frac{9}{4}}")) == Fraction(3, 2)
+    assert exact_value(_ast("8^{2/3}")) == 4
     with pytest.raises(TooBig):
-        exact_value(parse_answer("2^{2^{2^{2^{2^{2}}}}}")[1])
+        exact_value(_ast("2^{2^{2^{2^{2^{2}}}}}"))
     with pytest.raises(TooBig):
-        exact_value(parse_answer("2^{\\frac{1}{2^{1000}}}")[1] and parse_answer("10^{10^{10}}")[1])
+        exact_value(_ast("2^{\\frac{1}{2^{1000}}}") and _ast("10^{10^{10}}"))
 
 
 def _fact(n: int) -> int:
@@ -143,9 +149,9 @@ def _fact(n: int) -> int:
 
 
 def test_log_magnitudes_prove_towers_differ() -> None:
-    lo, hi = log2_range(parse_answer("3^{3^{3^3}}")[1])  # type: ignore[misc]
+    lo, hi = log2_range(_ast("3^{3^{3^3}}"))  # type: ignore[misc]
     assert 1.2e13 < lo <= hi < 1.21e13  # 3^27 * log2(3)
-    assert log2_range(parse_answer("x^{2}")[1]) is None
+    assert log2_range(_ast("x^{2}")) is None
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scorer.extract import (
+    Box,
     extract_answer,
     find_boxes,
     last_boxed_or_text,
     mask_tool_blocks,
+    scan_boxes,
 )
+from scorer.normalize import extract_final_answer
+from scorer.verdict import Reason
 
 
 @pytest.mark.parametrize(
@@ -149,3 +153,42 @@ def test_extraction_never_raises(text: str) -> None:
 @given(st.text(alphabet=st.characters(blacklist_characters="{}\\<")))
 def test_boxed_plain_text_round_trips(content: str) -> None:
     assert extract_answer("x \\boxed{" + content + "} y") == (content.strip() or None)
+
+
+# The one box finder and its unclosed rule (docs/scorer.md, "Boxes"): a model's box that never
+# closes is no answer in every caller, never its truncated text nor an earlier box; a gold's
+# reads to the end, which is what the box closed there would hold.
+UNCLOSED = [
+    "\\boxed{12",
+    "first \\boxed{1} then \\boxed{2",
+    "\\boxed{1} and \\boxed{2",
+    "Final answer: \\boxed{7",
+    "$\\boxed{\\frac{1}{2}$",
+]
+
+
+def test_scan_boxes_marks_an_unclosed_box_and_it_is_last() -> None:
+    assert scan_boxes("a \\boxed{1} b \\boxed{2 c} \\boxed{3") == [
+        Box(2, 11, "1"),
+        Box(14, 25, "2 c"),
+        Box(26, 34, "3", unclosed=True),
+    ]
+    assert scan_boxes("\\boxed{x \\boxed{5}") == [Box(0, 18, "x \\boxed{5}", unclosed=True)]
+    assert find_boxes("\\boxed{1} \\boxed{2") == ["1", None]
+
+
+@pytest.mark.parametrize("text", UNCLOSED)
+def test_unclosed_box_is_no_model_answer_in_any_caller(text: str) -> None:
+    from scorer.equivalence import verify
+
+    assert extract_answer(text) is None
+    assert extract_final_answer(text) == ""
+    closed_answer = extract_answer(text + "}")
+    assert closed_answer is not None
+    verdict = verify(text, closed_answer)
+    assert not verdict.correct and verdict.reason == Reason.EMPTY, verdict
+
+
+@pytest.mark.parametrize("text", UNCLOSED)
+def test_unclosed_gold_box_reads_what_the_closed_box_would(text: str) -> None:
+    assert extract_final_answer(text, gold=True) == extract_final_answer(text + "}", gold=True)

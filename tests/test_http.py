@@ -458,7 +458,7 @@ def test_every_route_is_typed_in_the_schema(app: tuple[TestClient, FakeExecutor]
         ("post", "/execute"): ("ExecuteRequest", "ExecuteResponse"),
         ("post", "/execute/batch"): ("ExecuteBatchRequest", "ExecuteBatchResponse"),
         ("post", "/run_code"): ("RunCodeRequest", "RunCodeResponse"),
-        ("post", "/score"): ("ScoreRequest", "ScoreRow"),
+        ("post", "/score"): ("ScoreRequest", "GradedRow"),
         ("post", "/score/batch"): ("ScoreBatchRequest", "ScoreBatchResponse"),
         ("post", "/calculate"): ("CalculateRequest", "CalculateResponse"),
         ("get", "/healthz"): (None, "Health"),
@@ -474,7 +474,7 @@ def test_every_route_is_typed_in_the_schema(app: tuple[TestClient, FakeExecutor]
         error = op["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
         assert error == "#/components/schemas/ErrorResponse"
     assert "text/plain" in spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
-    assert set(schemas["ScoreRow"]["properties"]) >= {"reward", "status", "reasons", "error"}
+    assert set(schemas["GradedRow"]["properties"]) >= {"reward", "status", "reasons", "error"}
     assert "bearer" in json.dumps(spec["components"]["securitySchemes"]).lower()
 
 

@@ -380,6 +380,29 @@ def test_trl_reward_example_runs_as_written() -> None:
     ]
 
 
+def test_one_row_schema_for_grader_api_and_docs() -> None:
+    import re
+
+    from scorer.grading import error_row, grade_record
+    from scorer.row import ROW_KEYS, GradedRow
+
+    assert ROW_KEYS == tuple(GradedRow.model_fields)
+    rows = [
+        *grade_record({"response": "\\boxed{7}", "answer": 7}),
+        *grade_record({"messages": [[{"role": "assistant", "content": "1"}]], "answer": 1}),
+        error_row("bad"),
+    ]
+    for row in rows:
+        assert tuple(row) == ROW_KEYS
+        assert GradedRow.model_validate(row).model_dump() == row
+    assert api.ScoreBatchResponse.model_fields["results"].annotation == list[GradedRow]
+    doc = (ROOT / "docs" / "scorer-cli.md").read_text()
+    section = doc.split("## Output rows", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("| `")]
+    documented = re.findall(r"`(\w+)`", " ".join(line.split("|")[1] for line in table))
+    assert tuple(documented) == ROW_KEYS
+
+
 # --- what a terminal shows -----------------------------------------------------------------
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -1,4 +1,8 @@
-"""Sympy worker processes (started by ``scorer.deadline``; not a public API).
+"""What runs inside a sympy worker process (not a public API).
+
+The split: :mod:`scorer.sympy_pool` is the caller's side (it starts these processes, times each
+request and kills a late worker); this module is the process's own code: import sympy, compare
+with :class:`scorer.symbolic.SympyBackend`, answer each request.
 
 Two ways to run:
 
@@ -62,7 +66,7 @@ def handle(comparer, parse_answer, req: dict) -> dict:
         p = parse_answer(req["pred"])
         g = parse_answer(req["gold"])
         res = comparer.compare(p, g)
-        out.update(correct=bool(res.equal), reason=res.reason, detail=res.detail)
+        out.update(correct=bool(res.correct), reason=res.reason, detail=res.detail)
     except (TooDeep, RecursionError):
         out.update(correct=False, reason=Reason.TOO_DEEP, detail="expression too deep")
     except MemoryError:

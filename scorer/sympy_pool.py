@@ -1,4 +1,9 @@
-"""Hard wall-clock limits for sympy work: persistent worker processes, killed when late.
+"""The pool of sympy worker processes, seen from the calling process: hard wall-clock limits
+for sympy work, by killing a worker that is late.
+
+The split: this module is the *caller's side* (start, hand out, time and kill workers; no
+sympy import); :mod:`scorer.sympy_worker` is the *code that runs inside* those processes (import
+sympy, compare, answer one JSON line per request).
 
 No ``signal``/``alarm``: those only work on the main thread and cannot interrupt a C-level
 big-integer power anyway. Instead a small pool of worker processes does the work; the caller
@@ -6,12 +11,12 @@ writes one JSON request to a worker and ``select``-s on its reply stream until t
 Past the deadline the worker is SIGKILLed, a replacement is started at once, and the caller
 gets :class:`DeadlineExceeded`.
 
-Workers are forked from a *zygote* (``python -m scorer._worker --zygote``) that imported sympy
-once, so a replacement is ready in milliseconds and shares the warm caches copy-on-write; if
-the zygote cannot run, workers are started directly (``python -m scorer._worker``, about half
-a second each). A worker that dies is reported as
-:class:`WorkerCrashed`. Everything is thread-safe (one request per worker at a time, a condition
-variable hands out idle workers) and fork-safe (a forked child starts its own pool).
+Workers are forked from a *zygote* (``python -m scorer.sympy_worker --zygote``) that imported
+sympy once, so a replacement is ready in milliseconds and shares the warm caches copy-on-write;
+if the zygote cannot run, workers are started directly (``python -m scorer.sympy_worker``, about
+half a second each). A worker that dies is reported as :class:`WorkerCrashed`. Everything is
+thread-safe (one request per worker at a time, a condition variable hands out idle workers) and
+fork-safe (a forked child starts its own pool).
 
 Workers are started by one long-lived spawner thread and ask the kernel to SIGKILL them when
 that thread — i.e. this process — dies (``PR_SET_PDEATHSIG``), so a crashed caller cannot leave
@@ -239,7 +244,7 @@ class _Zygote:
 class WorkerPool:
     """Up to ``size`` workers, started lazily; ``call`` runs one request under a deadline."""
 
-    def __init__(self, size: int | None = None, module: str = "scorer._worker") -> None:
+    def __init__(self, size: int | None = None, module: str = "scorer.sympy_worker") -> None:
         self.size = size or default_pool_size()
         self.module = module
         self._idle: list[_Worker] = []
