@@ -81,7 +81,10 @@ SYSV_FILES = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_buffer = bytearray(8 + CHUNK)  # the only place child output ever sits; zeroed after each run
+_buffer = bytearray(8 + CHUNK)  # where child output is read into; zeroed after each run
+# Output frames wait here to leave with the next ones (most runs: one write for all their
+# output and the result, where a write to the engine's pipe costs a context switch or two).
+_pending = bytearray(2 * CHUNK)
 # The child's report page (see protocol), shared with every later fork: no descriptor.
 _report = mmap.mmap(-1, mmap.PAGESIZE)
 
@@ -349,6 +352,22 @@ class _Run:
         self.kinds = {child.out_r: OUTPUT, child.err_r: ERRORS}
         self.sent = {OUTPUT: 0, ERRORS: 0}
         self.cap = cap
+        self.queued = 0  # bytes of frames in _pending
+
+    def queue(self, data):
+        """Send ``data`` (whole frames) with the next write, or now if it does not fit."""
+        if self.queued + len(data) > len(_pending):
+            self.flush()
+        if len(data) > len(_pending):
+            _write_all(data)
+            return
+        _pending[self.queued : self.queued + len(data)] = data
+        self.queued += len(data)
+
+    def flush(self):
+        if self.queued:
+            _write_all(memoryview(_pending)[: self.queued])
+            self.queued = 0
 
     @property
     def over_cap(self):
@@ -364,7 +383,7 @@ class _Run:
         count = min(n, self.cap + 1 - self.sent[kind])
         if count > 0:
             view[0:8] = bytes((kind, 0, 0, 0)) + count.to_bytes(4, "big")
-            _write_all(view[: 8 + count])
+            self.queue(view[: 8 + count])
             self.sent[kind] += count
         return self.sent[kind] <= self.cap
 
@@ -513,7 +532,7 @@ def _serve_one(header, child, config, exits):
         poller.register(fd, select.POLLIN)
     _report[0:2] = b"\0\0"
     oom_before = _oom_kills()
-    ticks_at_start = _cpu_ticks(_snippet_processes(uid))  # the child's own set-up
+    ticks_at_start = _cpu_ticks([pid])  # the child's own set-up (it is alone: proven clean)
     started = time.monotonic()
     child.hand_over({"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])})
     killed_for, exited = None, False
@@ -565,22 +584,28 @@ def _serve_one(header, child, config, exits):
         if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
             killed_for = KILLED_CPU
     oom_after = _oom_kills()
-    _send(
-        RESULT,
-        json.dumps(
-            {
-                "exit_code": exit_code,
-                "killed_for": killed_for,
-                "started": _report[0] == REPORT_STARTED,
-                "memory_error": _report[1] == REPORT_MEMORY_ERROR,
-                "oom_killed": oom_before is not None and (oom_after or 0) > oom_before,
-                "duration_ms": round(duration_ms, 2),
-                "cpu_ms": round(cpu_seconds * 1000, 1),
-                "max_rss_kb": usage.ru_maxrss,
-                "strays": len(strays),
-            }
-        ).encode(),
+    run.queue(
+        frame(
+            RESULT,
+            json.dumps(
+                {
+                    "exit_code": exit_code,
+                    "killed_for": killed_for,
+                    "started": _report[0] == REPORT_STARTED,
+                    "memory_error": _report[1] == REPORT_MEMORY_ERROR,
+                    "oom_killed": oom_before is not None and (oom_after or 0) > oom_before,
+                    "duration_ms": round(duration_ms, 2),
+                    "cpu_ms": round(cpu_seconds * 1000, 1),
+                    "max_rss_kb": usage.ru_maxrss,
+                    "strays": len(strays),
+                }
+            ).encode(),
+        )
     )
+    run.flush()
+    # Listed after the child's exit: with no stray then, nothing of the snippet's but zombies
+    # can exist any more (a zombie forks nothing), so the clean-up need not hunt for processes.
+    return not strays and killed_for is None
 
 
 # -- proving the container clean -------------------------------------------------------------
@@ -618,14 +643,19 @@ def _wipe_writable(uid, gid):
         raise RuntimeError("could not restore the effective ids")
 
 
-def _problems(uid, gid, zygote, exits):
-    """Everything that keeps this container from serving another snippet (empty: clean)."""
+def _problems(uid, gid, zygote, exits, alone):
+    """Everything that keeps this container from serving another snippet (empty: clean).
+
+    ``alone``: the run already proved that the snippet left no process but zombies."""
     found = []
-    if not _kill_all(uid):
-        found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
-    others = {p for p in _processes() if p != zygote.pid}
-    if others:
-        found.append(f"unexpected processes: {sorted(others)}")
+    if alone:
+        _reap()
+    else:
+        if not _kill_all(uid):
+            found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
+        others = {p for p in _processes() if p != zygote.pid}
+        if others:
+            found.append(f"unexpected processes: {sorted(others)}")
     try:
         _wipe_writable(uid, gid)
     except (OSError, RuntimeError) as exc:
@@ -650,6 +680,7 @@ def _problems(uid, gid, zygote, exits):
     except OSError:
         found.append("the zygote is gone")
     _buffer[:] = bytes(len(_buffer))
+    _pending[:] = bytes(len(_pending))
     _report[0:2] = b"\0\0"
     return found
 
@@ -677,6 +708,7 @@ def main(config):
                 child.discard()
             return
         header = json.loads(_read_exact(int.from_bytes(size, "big")))
+        alone = False
         try:
             heavy = bool(header.get("heavy"))
             if child is not None and child.heavy != heavy:
@@ -684,7 +716,7 @@ def main(config):
                 child = None
                 _wipe_writable(uid, gid)  # its working directory
             child = child or _Child(config, zygote if heavy else None)
-            _serve_one(header, child, config, exits)
+            alone = _serve_one(header, child, config, exits)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
             _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
         if child:
@@ -695,7 +727,7 @@ def main(config):
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
             continue
-        problems = _problems(uid, gid, zygote, exits)
+        problems = _problems(uid, gid, zygote, exits, alone)
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:
