@@ -148,6 +148,20 @@ class Executor:
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
+        s = self.settings
+        log.info(
+            "boxed: isolation=%s backend=%s runtime=%s image=%s pool=%d concurrency=%d "
+            "queue=%d instance=%s auth=%s",
+            s.isolation,
+            self.backend.name,
+            s.runtime or "default",
+            s.sandbox_image,
+            s.pool_size,
+            s.max_concurrency,
+            s.max_queue,
+            s.instance_label,
+            "on" if s.api_key else "off",
+        )
         await self.check_backend()
         if self.health.up:
             await self.reap(everything=True)
@@ -188,10 +202,12 @@ class Executor:
                 log.error("sandboxes unavailable: %s", self.health.problem)
             else:
                 log.info("backend %s ready", self.backend.name)
-        if self.health.up:
-            for pool in self.pools.values():
-                pool.purge_dead()
         for pool in self.pools.values():
+            if self.health.up:
+                pool.purge_dead()
+            pool.paused = not self.health.ok
+            if not pool.paused:
+                pool.wake()
             metrics.BACKEND_UP.labels(pool.backend.name).set(1 if self.health.up else 0)
 
     async def reap(self, everything: bool = False) -> int:

@@ -44,6 +44,9 @@ class WarmPool:
         self._lent = 0
         self.background: set[asyncio.Future[object]] = set()  # warm-ups, settles, removals
         self._ready_gauge = metrics.POOL_READY.labels(backend.name)
+        # Set while the backend says it cannot make sandboxes (engine down, image missing):
+        # no warm-up is tried, so a missing image is not retried five times a second.
+        self.paused = False
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -79,6 +82,10 @@ class WarmPool:
         """Wait for warm-ups, settles and removals, including those they start meanwhile."""
         while self.background:
             await asyncio.gather(*list(self.background), return_exceptions=True)
+
+    def wake(self) -> None:
+        """Look at the refill now (the backend came back)."""
+        self._wake.set()
 
     def discard(self, sandbox: Sandbox) -> None:
         """Remove a used or broken sandbox in the background (the answer need not wait)."""
@@ -175,7 +182,9 @@ class WarmPool:
     async def _refill_loop(self) -> None:
         failures = 0
         while not self._stopping:
-            while self._wanted() > 0 and self._warming < self.max_parallel_warmups:
+            while (
+                not self.paused and self._wanted() > 0 and self._warming < self.max_parallel_warmups
+            ):
                 self._warming += 1
                 self._background(self._warm_one())
             self._wake.clear()

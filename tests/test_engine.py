@@ -290,6 +290,29 @@ def test_backend_down_is_a_503_with_its_reason_and_readiness_says_so() -> None:
     asyncio.run(scenario())
 
 
+def test_a_missing_image_pauses_warm_ups_until_the_backend_can_make_sandboxes() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend()
+        backend.problem = "sandbox image x is missing; build it with `make x`"
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            await asyncio.sleep(0.3)
+            assert backend.created == []  # not retried in a loop while it cannot work
+            with pytest.raises(ServiceUnavailable, match="build it with `make x`"):
+                await executor.execute(ExecuteRequest(code="x"), "r")
+            assert executor.readiness()["problem"] == backend.problem
+            backend.problem = None
+            await executor.check_backend()
+            await _until(lambda: executor.pool.ready_count == 2)
+            answer = await executor.execute(ExecuteRequest(code="x", input="back"), "r")
+            assert answer.stdout == "back" and executor.ready
+        finally:
+            await executor.stop()
+
+    asyncio.run(scenario())
+
+
 def test_admission_bounds_running_snippets_and_refuses_past_the_queue() -> None:
     async def scenario() -> None:
         release = asyncio.Event()

@@ -95,6 +95,7 @@ class FakeBackend:
         self.create_failures = create_failures
         self.settle_clean = settle_clean
         self.up = True
+        self.problem: str | None = None  # e.g. "image missing": up, but cannot make sandboxes
         self.sandboxes: dict[str, FakeSandbox] = {}  # alive
         self.created: list[str] = []
         self.removed: list[str] = []
@@ -126,7 +127,7 @@ class FakeBackend:
     async def health(self) -> BackendHealth:
         if not self.up:
             return BackendHealth(up=False, problem="fake engine down")
-        return BackendHealth(up=True)
+        return BackendHealth(up=True, problem=self.problem)
 
     async def close(self) -> None:
         return None
