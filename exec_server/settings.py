@@ -28,7 +28,8 @@ def available_cores() -> int:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="BOXED_", extra="ignore")
+    # compose passes unset variables as "": those take the default
+    model_config = SettingsConfigDict(env_prefix="BOXED_", extra="ignore", env_ignore_empty=True)
 
     # HTTP
     host: str = "127.0.0.1"
