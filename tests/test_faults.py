@@ -160,6 +160,9 @@ def test_daemon_stopped_mid_run_then_back(engine: PrivateDocker, sig: signal.Sig
     wait_for(lambda: engine.containers(service.instance) == [], 30, "no leftovers")
 
 
+@pytest.mark.runc_only(
+    "finds the snippet's container by scanning host /proc and its cgroup v1 path"
+)
 def test_container_removed_mid_run_is_503(engine: PrivateDocker) -> None:
     """(b) `docker rm -f` of the container running a snippet: a 503, not an `error` verdict
     (B6-7: it used to come back as 200 `error` exit 137)."""

@@ -162,6 +162,8 @@ class Service:
         """Record what the idle service looks like: container count, idle process kinds."""
         running, containers, procs = self.snapshot()
         assert running == 0 and containers
+        if self.engine.daemon is not None:  # the sentry must show us the idle pool's processes
+            assert procs, "runsc ps shows no sandbox process in the idle pool"
         self.rest_containers = len(containers)
         self.rest_cmdlines = {p.cmdline for p in procs}
         per = [sum(p.container == c for p in procs) for c in containers]
