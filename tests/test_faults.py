@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +22,7 @@ import httpx
 import pytest
 
 from tests.conftest import IMAGE, ServiceProcess
+from tests.private_docker import PrivateDocker, private_docker
 
 pytestmark = pytest.mark.docker
 
@@ -38,123 +36,10 @@ FAST = {
 SLOW_CODE = "import time\ntime.sleep({seconds})\nprint('done')"
 
 
-class PrivateDocker:
-    """A dockerd of our own under one temporary directory; stopped and removed at the end."""
-
-    def __init__(self) -> None:
-        # short path: unix socket paths (containerd's too) must stay under 108 bytes
-        self.root = Path(tempfile.mkdtemp(prefix="bxd-", dir="/tmp"))
-        self.sock = self.root / "docker.sock"
-        self.host = f"unix://{self.sock}"
-        (self.root / "daemon.json").write_text("{}")  # ignore any system daemon.json
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = self.root / "dockerd.log"
-
-    def cli(self, *args: str, check: bool = True) -> str:
-        out = subprocess.run(
-            ["docker", "-H", self.host, *args], capture_output=True, text=True, timeout=120
-        )
-        if check and out.returncode != 0:
-            raise RuntimeError(f"docker {args}: {out.stderr}")
-        return out.stdout
-
-    def start(self, timeout: float = 60.0) -> None:
-        """Start dockerd; once more after clearing a stale containerd if the first try fails.
-
-        A SIGKILLed dockerd leaves its managed containerd behind; the next dockerd reuses it,
-        which on a loaded machine can time out ("timeout waiting for containerd to start").
-        """
-        try:
-            self._start_once(timeout)
-        except AssertionError:
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._stop_containerd()
-            self._start_once(timeout)
-
-    def _stop_containerd(self) -> None:
-        pid = self.containerd_pid()
-        if pid is not None:  # ours: containerd_pid checks its command line names our root
-            os.kill(pid, signal.SIGKILL)
-            time.sleep(1)
-        (self.root / "exec" / "containerd" / "containerd.sock").unlink(missing_ok=True)
-
-    def _start_once(self, timeout: float) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "dockerd",
-                "--host",
-                self.host,
-                "--data-root",
-                str(self.root / "data"),
-                "--exec-root",
-                str(self.root / "exec"),
-                "--pidfile",
-                str(self.root / "docker.pid"),
-                "--config-file",
-                str(self.root / "daemon.json"),
-                "--bridge=none",
-                "--iptables=false",
-                "--ip-masq=false",
-            ],
-            stdout=self.log.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + timeout
-        while subprocess.run(["docker", "-H", self.host, "info"], capture_output=True).returncode:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "private dockerd did not start"
-            time.sleep(0.3)
-
-    def signal(self, sig: signal.Signals, wait: float = 60.0) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        self.proc.wait(wait)
-
-    def containerd_pid(self) -> int | None:
-        """The managed containerd of this daemon, if it still runs."""
-        pidfile = self.root / "exec" / "containerd" / "containerd.pid"
-        try:
-            pid = int(pidfile.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            return None
-        return pid if str(self.root).encode() in cmdline else None
-
-    def containers(self, instance: str, running_only: bool = False) -> list[str]:
-        flags = [] if running_only else ["-a"]
-        out = self.cli("ps", "-q", *flags, "--filter", f"label=boxed.instance={instance}")
-        return out.split()
-
-    def destroy(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._stop_containerd()  # survived a SIGKILLed dockerd
-        mounts = [m.split()[1] for m in Path("/proc/mounts").read_text().splitlines()]
-        for mount in sorted((m for m in mounts if m.startswith(str(self.root))), reverse=True):
-            subprocess.run(["umount", "-l", mount], check=False)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def docker_private() -> Iterator[PrivateDocker]:
-    daemon = PrivateDocker()
-    try:
-        daemon.start()
-        save = subprocess.Popen(["docker", "save", IMAGE], stdout=subprocess.PIPE)
-        load = subprocess.run(
-            ["docker", "-H", daemon.host, "load"], stdin=save.stdout, capture_output=True
-        )
-        assert save.wait() == 0 and load.returncode == 0, load.stderr
+    with private_docker(IMAGE) as daemon:
         yield daemon
-    finally:
-        daemon.destroy()
 
 
 @pytest.fixture
@@ -275,6 +160,9 @@ def test_daemon_stopped_mid_run_then_back(engine: PrivateDocker, sig: signal.Sig
     wait_for(lambda: engine.containers(service.instance) == [], 30, "no leftovers")
 
 
+@pytest.mark.runc_only(
+    "finds the snippet's container by scanning host /proc and its cgroup v1 path"
+)
 def test_container_removed_mid_run_is_503(engine: PrivateDocker) -> None:
     """(b) `docker rm -f` of the container running a snippet: a 503, not an `error` verdict
     (B6-7: it used to come back as 200 `error` exit 137)."""

@@ -6,7 +6,16 @@ service must be ready again, run a normal snippet, and be back at rest (no snipp
 the container count back near idle, and every sandbox process on the host an idle pool process
 inside one of its containers): a hostile snippet may fail itself, never the service. Sandboxes
 run as a uid unique to this module, so leftover processes on the host are found exactly even
-while other suites use Docker. Both isolation modes run the whole catalogue.
+while other suites use Docker. Both isolation modes run the whole catalogue, under runc on the
+system daemon and under gVisor (runsc) on a private daemon (tests/runtimes.py).
+
+Under gVisor a sandbox's processes are not host processes: the host sees one sentry
+(``runsc-sandbox``, as nobody) and one gofer per sandbox, and the snippet's uid exists only inside
+it. The at-rest check then reads each container's processes from the sentry (``runsc ps``: the
+uid and the process name, not the full command line; ``docker top`` maps the sandbox's pids onto
+unrelated host processes), counts containers on the private daemon, and on the host requires
+every runsc process of that daemon to belong to a container the daemon still has (a sandbox that
+outlived its container is a leak). The host-uid check still runs and must find nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +26,6 @@ import random
 import re
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -29,19 +37,27 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO, ServiceProcess, instance_containers
+from tests.conftest import REPO, ServiceProcess
+from tests.runtimes import (
+    Engine,
+    Variant,
+    engine_for,
+    gvisor_host_sandboxes,
+    gvisor_processes,
+    variant_params,
+)
 
 pytestmark = pytest.mark.docker
 
 CASES_FILE = Path(__file__).parent / "data" / "hostile_cases.jsonl"
 ROWS: list[dict[str, Any]] = [json.loads(line) for line in CASES_FILE.read_text().splitlines()]
 ROW_BY_ID = {row["id"]: row for row in ROWS}
-MODES = ("container", "process")
 CASE_TIMEOUT = 3.0  # wall limit sent with every catalogue snippet unless the row sets one
 POOL_SIZE = 2
 JSON = {"content-type": "application/json"}
 # Bugs reported in BUGS-for-lead.md and not fixed yet: the case fails today, and the xfail is
-# strict so that a fix turns it into a failure telling us to drop the entry.
+# strict so that a fix turns it into a failure telling us to drop the entry. Keyed by variant id
+# (``container`` is runc's container mode, ``runsc-container`` gVisor's).
 KNOWN_BUGS: dict[str, tuple[tuple[str, ...], str]] = {
     "ptrace_pid1": (("container",), "B6-3: ptrace(PTRACE_ATTACH) of PID 1 succeeds"),
 }
@@ -56,7 +72,7 @@ def process_isolation_available() -> bool:
 @dataclass(frozen=True)
 class SandboxProcess:
     pid: int
-    cmdline: bytes
+    cmdline: bytes  # under gVisor the process name only (what runsc ps reports)
     container: str | None  # full container id from the cgroup path (cgroup v1: /docker/<id>)
 
 
@@ -79,14 +95,23 @@ def sandbox_processes(uid: int) -> list[SandboxProcess]:
     return found
 
 
-def full_ids(instance: str) -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-aq", "--no-trunc", "--filter", f"label=boxed.instance={instance}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.split()
+def guest_processes(engine: Engine, uid: int, containers: list[str]) -> list[SandboxProcess]:
+    """Processes running as the sandbox uid inside these gVisor sandboxes."""
+    assert engine.daemon is not None
+    return [
+        SandboxProcess(p.pid, p.command.encode(), container)
+        for container in containers
+        for p in gvisor_processes(engine.daemon, container)
+        if p.uid == uid
+    ]
+
+
+def gvisor_leaks(engine: Engine) -> set[str]:
+    """gVisor sandboxes alive on the host whose container the daemon no longer has."""
+    if engine.daemon is None:
+        return set()
+    alive = gvisor_host_sandboxes(engine.daemon)
+    return alive - set(engine.daemon.cli("ps", "-aq", "--no-trunc").split())
 
 
 @dataclass
@@ -94,7 +119,8 @@ class Service:
     """A live service for the catalogue plus what it looks like at rest."""
 
     proc: ServiceProcess
-    mode: str
+    variant: Variant
+    engine: Engine
     uid: int
     tmpdir: Path
     rest_containers: int = 0
@@ -109,6 +135,10 @@ class Service:
     def url(self) -> str:
         return self.proc.url
 
+    @property
+    def mode(self) -> str:
+        return self.variant.isolation
+
     def run(self, code: str, **fields: Any) -> dict[str, Any]:
         """POST one snippet; anything but a 200 verdict fails the case."""
         body = {"code": code, "timeout": CASE_TIMEOUT, **fields}
@@ -120,14 +150,20 @@ class Service:
         return self.client.post(f"{self.url}/execute", content=content, headers=headers or JSON)
 
     def snapshot(self) -> tuple[int, list[str], list[SandboxProcess]]:
-        """(snippets running, containers of the instance, sandbox processes on the host)."""
+        """(snippets running, containers of the instance, sandbox processes: on the host under
+        runc, inside the instance's sandboxes under gVisor)."""
         running = self.client.get(f"{self.url}/readyz").json()["running"]
-        return running, full_ids(self.proc.instance), sandbox_processes(self.uid)
+        containers = self.engine.containers(self.proc.instance, full=True)
+        if self.engine.daemon is None:
+            return running, containers, sandbox_processes(self.uid)
+        return running, containers, guest_processes(self.engine, self.uid, containers)
 
     def learn_rest(self) -> None:
         """Record what the idle service looks like: container count, idle process kinds."""
         running, containers, procs = self.snapshot()
         assert running == 0 and containers
+        if self.engine.daemon is not None:  # the sentry must show us the idle pool's processes
+            assert procs, "runsc ps shows no sandbox process in the idle pool"
         self.rest_containers = len(containers)
         self.rest_cmdlines = {p.cmdline for p in procs}
         per = [sum(p.container == c for p in procs) for c in containers]
@@ -152,6 +188,14 @@ class Service:
                     f"container {c[:12]} has {n} processes, idle ones have at most "
                     f"{self.rest_per_container}"
                 )
+        if self.engine.daemon is not None:  # gVisor: the host side must hold no snippet at all
+            problems += [
+                f"gVisor sandbox {c[:12]} outlived its container" for c in gvisor_leaks(self.engine)
+            ]
+            problems += [
+                f"pid {p.pid} on the host runs as the sandbox uid: {p.cmdline[:80]!r}"
+                for p in sandbox_processes(self.uid)
+            ]
         return problems
 
     def wait_at_rest(self, timeout: float = 30.0) -> None:
@@ -174,14 +218,18 @@ class Service:
         assert (data["status"], data["stdout"]) == ("ok", "still fine\n")
 
 
-def start_service(mode: str, **env: str) -> tuple[ServiceProcess, int, Path]:
-    if mode == "process" and not process_isolation_available():
+def start_service(variant: Variant, engine: Engine, **env: str) -> tuple[ServiceProcess, int, Path]:
+    if variant.isolation == "process" and not process_isolation_available():
         pytest.skip("BOXED_ISOLATION=process is not implemented in exec_server/executor.py yet")
     uid = random.randint(30000, 39999)
     tmpdir = Path(tempfile.mkdtemp(prefix="boxed-hostile-tmpdir-"))
     settings = {"BOXED_POOL_SIZE": str(POOL_SIZE), **env}
     proc = ServiceProcess(
-        BOXED_ISOLATION=mode, BOXED_SANDBOX_USER=f"{uid}:{uid}", TMPDIR=str(tmpdir), **settings
+        BOXED_ISOLATION=variant.isolation,
+        BOXED_SANDBOX_USER=f"{uid}:{uid}",
+        TMPDIR=str(tmpdir),
+        **engine.env,
+        **settings,
     )
     try:
         return proc.start(), uid, tmpdir
@@ -192,26 +240,30 @@ def start_service(mode: str, **env: str) -> tuple[ServiceProcess, int, Path]:
         raise
 
 
-def assert_nothing_left(proc: ServiceProcess, uid: int, tmpdir: Path) -> None:
-    """After the service stopped: no container, no sandbox process, no temp file of its own."""
-    assert instance_containers(proc.instance) == []
+def assert_nothing_left(engine: Engine, proc: ServiceProcess, uid: int, tmpdir: Path) -> None:
+    """After the service stopped: no container, no sandbox process (no gVisor sandbox either),
+    no temp file of its own."""
+    assert engine.containers(proc.instance) == []
     deadline = time.monotonic() + 15
-    while sandbox_processes(uid) and time.monotonic() < deadline:
+    while (sandbox_processes(uid) or gvisor_leaks(engine)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert sandbox_processes(uid) == [], "sandbox processes outlived the service"
+    assert gvisor_leaks(engine) == set(), "gVisor sandboxes outlived the service"
     assert list(tmpdir.iterdir()) == [], "the service left files in its TMPDIR"
     ours = [p.name for p in Path("/tmp").iterdir() if proc.instance in p.name]
     assert ours == [], f"files in /tmp named after the instance: {ours}"  # stop() took the log
     shutil.rmtree(tmpdir)
 
 
-@pytest.fixture(scope="module", params=MODES)
+@pytest.fixture(scope="module", params=variant_params())
 def service(request: pytest.FixtureRequest) -> Iterator[Service]:
-    proc, uid, tmpdir = start_service(request.param)
-    svc = Service(proc, request.param, uid, tmpdir)
+    variant: Variant = request.param
+    engine = engine_for(request, variant.runtime)
+    proc, uid, tmpdir = start_service(variant, engine)
+    svc = Service(proc, variant, engine, uid, tmpdir)
     try:
         deadline = time.monotonic() + 60  # the pool fills after /readyz already says ready
-        while len(instance_containers(proc.instance)) < POOL_SIZE:
+        while len(engine.containers(proc.instance)) < POOL_SIZE:
             assert time.monotonic() < deadline, "pool never filled"
             time.sleep(0.2)
         time.sleep(2.0)
@@ -220,7 +272,7 @@ def service(request: pytest.FixtureRequest) -> Iterator[Service]:
     finally:
         svc.client.close()
         proc.stop()
-    assert_nothing_left(proc, uid, tmpdir)
+    assert_nothing_left(engine, proc, uid, tmpdir)
 
 
 # -- checkers -------------------------------------------------------------------------------
@@ -711,8 +763,8 @@ def case_params() -> list[Any]:
 def test_case(service: Service, case_id: str) -> None:
     """The row gets its expected outcome, and the service is unharmed and at rest after it.
 
-    A case listed in KNOWN_BUGS for this mode must still fail (a strict xfail, decided here
-    because the mode is the fixture's parameter): when it passes, the entry must go.
+    A case listed in KNOWN_BUGS for this variant must still fail (a strict xfail, decided here
+    because the variant is the fixture's parameter): when it passes, the entry must go.
     """
     failure: BaseException | None = None
     try:
@@ -722,9 +774,9 @@ def test_case(service: Service, case_id: str) -> None:
     service.assert_healthy()
     service.wait_at_rest()
     modes, reason = KNOWN_BUGS.get(case_id, ((), ""))
-    if service.mode in modes:
+    if service.variant.id in modes:
         if failure is None:
-            pytest.fail(f"known bug fixed? {case_id} passes in {service.mode} mode: {reason}")
+            pytest.fail(f"known bug fixed? {case_id} passes in {service.variant.id}: {reason}")
         pytest.xfail(f"{reason} ({type(failure).__name__}: {str(failure)[:200]})")
     if failure is not None:
         raise failure
@@ -737,7 +789,7 @@ FLOOD_QUEUE = 16
 FLOOD_WARMUPS = 2
 
 
-async def flood(url: str, instance: str, row: dict[str, Any]) -> dict[str, Any]:
+async def flood(url: str, engine: Engine, instance: str, row: dict[str, Any]) -> dict[str, Any]:
     """Fire the row's N copies at once, sample the bound, and slip a benign print(1) in."""
     code = generated(row)
     samples_running: list[int] = []
@@ -753,7 +805,7 @@ async def flood(url: str, instance: str, row: dict[str, Any]) -> dict[str, Any]:
                 samples_running.append(ready["running"])
                 samples_admitted.append(ready["running"] + ready["queued"])
                 ps = await asyncio.create_subprocess_exec(
-                    "docker",
+                    *engine.docker,
                     "ps",
                     "-q",
                     "--filter",
@@ -797,12 +849,14 @@ async def flood(url: str, instance: str, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_concurrency_flood(mode: str) -> None:
+@pytest.mark.parametrize("variant", variant_params())
+def test_concurrency_flood(variant: Variant, request: pytest.FixtureRequest) -> None:
     """200 spinning snippets at once against 2 slots: bounded, refused politely, benign served."""
     row = ROW_BY_ID["concurrency_flood"]
+    engine = engine_for(request, variant.runtime)
     proc, uid, tmpdir = start_service(
-        mode,
+        variant,
+        engine,
         BOXED_MAX_CONCURRENCY=str(FLOOD_MAX_CONCURRENCY),
         BOXED_MAX_QUEUE=str(FLOOD_QUEUE),
         BOXED_QUEUE_TIMEOUT="5",
@@ -810,13 +864,13 @@ def test_concurrency_flood(mode: str) -> None:
         BOXED_POOL_SIZE=str(FLOOD_POOL),
     )
     try:
-        result = asyncio.run(flood(proc.url, proc.instance, row))
+        result = asyncio.run(flood(proc.url, engine, proc.instance, row))
     finally:
         proc.stop()
-    assert_nothing_left(proc, uid, tmpdir)
+    assert_nothing_left(engine, proc, uid, tmpdir)
     codes = [r.status_code for r in result["answers"]]
     figures = {k: v for k, v in result.items() if k not in ("answers", "benign")}
-    print(f"\nflood[{mode}]: 200={codes.count(200)} 429={codes.count(429)} {figures}")
+    print(f"\nflood[{variant.id}]: 200={codes.count(200)} 429={codes.count(429)} {figures}")
     assert len(codes) == row["concurrency"]
     assert set(codes) <= {200, 429}, sorted(set(codes))
     assert codes.count(429) > 0 and codes.count(200) >= FLOOD_MAX_CONCURRENCY, codes

@@ -33,6 +33,11 @@ from exec_server.settings import Settings
 from exec_server.verdict import NotAVerdict, RunLimits, decide
 from tests.conftest import ServiceProcess, instance_containers, running_service
 
+# gVisor shows a sandbox an empty /proc/self/cgroup: the container id WHERE reads is not there.
+WHERE_IS_RUNC_ONLY = pytest.mark.runc_only(
+    "tells containers apart by the /docker/<id> cgroup path, and /proc/self/cgroup is empty "
+    "under gVisor"
+)
 WHERE = (
     "import re as _re\n"
     "print(_re.search(r'/docker/([0-9a-f]{64})', open('/proc/self/cgroup').read()).group(1))\n"
@@ -111,6 +116,7 @@ print(sup_status['Uid'].split()[0], sup_status['Name'].strip())
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_snippet_cannot_signal_or_trace_the_supervisor(single: str) -> None:
     out, data, after, checked = tamper_then_check(single, SIGNAL_AND_TRACE, LIST_PROCESSES)
@@ -153,6 +159,7 @@ print(out)
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_snippet_cannot_read_supervisor_memory_environment_or_streams(single: str) -> None:
     _, out, data = run_where(single, READ_SUPERVISOR)
@@ -172,6 +179,7 @@ sys.exit(5)
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_forged_protocol_frames_stay_plain_output(single: str) -> None:
     _, out, data = run_where(single, FORGE_RESULT)
@@ -210,6 +218,7 @@ print(sorted(os.listdir('/tmp')), os.listdir('.'), os.getcwd())
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_planted_files_and_modules_do_not_reach_the_next_snippet(single: str) -> None:
     out, data, after, checked = tamper_then_check(single, PLANT, CHECK_PLANTED)
@@ -237,6 +246,7 @@ print(found)
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_tmp_is_the_only_writable_place(single: str) -> None:
     _, out, data = run_where(single, WRITABLE_PLACES, timeout=20)
@@ -256,6 +266,7 @@ print(out)
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_ipc_objects_that_would_outlive_a_snippet_cannot_be_made(single: str) -> None:
     _, out, data = run_where(single, IPC)
@@ -278,6 +289,7 @@ print(sympy.sqrt(8), json.dumps([1]), math.pi, len('ab'), sys.path[0] != '/tmp',
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_monkeypatched_preloaded_modules_do_not_leak(single: str) -> None:
     out, _, after, checked = tamper_then_check(single, MONKEYPATCH, CHECK_MONKEYPATCH)
@@ -315,6 +327,7 @@ print(others, os.path.exists('/tmp/daemon-was-here'))
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_daemonised_leftover_process_is_killed_before_the_next_snippet(single: str) -> None:
     out, data, after, checked = tamper_then_check(single, DAEMON, CHECK_DAEMON)
@@ -332,6 +345,7 @@ print(mine == [os.getpid()], os.getppid() == 1, len(roots) == 2 and roots[0] == 
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_snippet_shares_the_container_with_init_and_the_supervisor_only(single: str) -> None:
     # The child of the next snippet is forked ahead of time, but only once every process of
@@ -387,6 +401,7 @@ print(threading.active_count(), len(tasks), fds)
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_leftover_threads_and_descriptors_die_with_the_snippet(single: str) -> None:
     out, _, after, checked = tamper_then_check(single, THREADS_AND_FDS, CHECK_THREADS_AND_FDS)
@@ -418,6 +433,7 @@ print(sorted(found))
 """
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_no_trace_of_an_earlier_snippet_in_a_later_childs_memory(single: str) -> None:
     # A fork copies the supervisor's memory: it must hold nothing of earlier snippets.
@@ -438,6 +454,7 @@ def test_no_trace_of_an_earlier_snippet_in_a_later_childs_memory(single: str) ->
 
 
 # -- retirement ----------------------------------------------------------------------------------
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_container_retired_after_a_timeout_a_memory_kill_and_an_output_flood(single: str) -> None:
     for code, fields, status in [
@@ -452,6 +469,7 @@ def test_container_retired_after_a_timeout_a_memory_kill_and_an_output_flood(sin
         assert after != during, f"container kept after {status}"
 
 
+@WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_container_retired_after_max_runs() -> None:
     with single_container_service(BOXED_PROCESS_MAX_RUNS="3") as service:
