@@ -87,7 +87,9 @@ SIGKILL_EXIT = 128 + 9
 
 
 def _limit_and_status(obs: Observation) -> tuple[Status, Limit | None]:
-    if not obs.started:  # whatever stopped it, the code never ran: stderr is the set-up's
+    if not obs.started and obs.killed_for not in (KILLED_WALL, KILLED_CPU):
+        # It ended by itself before the code ran: its set-up failed (stderr says why). Stopped
+        # at a time limit before it got there, the limit was simply shorter than a start.
         why = obs.stderr[-300:].decode(errors="replace").strip() or f"exit {obs.exit_code}"
         raise NotAVerdict(f"the sandbox's child died before running the code: {why}")
     if obs.killed_for == KILLED_WALL:

@@ -73,10 +73,15 @@ def test_reason_lines_quote_the_limits() -> None:
     assert memory == "memory limit of 256 MiB reached"
 
 
-@pytest.mark.parametrize("fields", [{"started": False}, {"started": False, "killed_for": "wall"}])
+@pytest.mark.parametrize("fields", [{"started": False}, {"started": False, "exit_code": 126}])
 def test_a_run_that_never_started_is_not_a_verdict(fields: dict) -> None:
     with pytest.raises(NotAVerdict):
         decide(observed(**fields), LIMITS)
+
+
+def test_a_limit_shorter_than_a_start_is_still_a_timeout() -> None:
+    result = decide(observed(started=False, killed_for=KILLED_WALL, exit_code=137), LIMITS)
+    assert (result.status, result.limit) == (Status.TIMEOUT, Limit.WALL)
 
 
 # -- limits ---------------------------------------------------------------------------------------

@@ -624,7 +624,7 @@ def test_supervisor_failures_are_sandbox_errors_not_verdicts(
 
 
 def test_a_child_that_never_reached_the_code_is_not_a_verdict() -> None:
-    report = dict(REPORT, started=False, exit_code=126, killed_for="wall")
+    report = dict(REPORT, started=False, exit_code=126)
     obs = asyncio.run(_sandbox(frame(RESULT, json.dumps(report).encode())).run(_job()))
     with pytest.raises(NotAVerdict):
         decide(obs, _job().limits)
