@@ -34,8 +34,8 @@ from exec_server.backends.fake import observed  # noqa: E402
 from exec_server.executor import Executor, to_response  # noqa: E402
 from exec_server.models import ExecuteRequest  # noqa: E402
 from exec_server.settings import Settings  # noqa: E402
-from exec_server.testing import IMAGE, ServiceProcess, free_port  # noqa: E402
 from exec_server.verdict import RunLimits, decide  # noqa: E402
+from tests.service import IMAGE, ServiceProcess, free_port  # noqa: E402
 
 CODE = "print(1)"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from exec_server.testing import IMAGE, ServiceProcess  # noqa: E402
+from tests.service import IMAGE, ServiceProcess  # noqa: E402
 
 TRIVIAL = "print(1)"
 SYMPY = "import sympy\nprint(sympy.sqrt(8))"

@@ -42,7 +42,7 @@ from bench_execute import DOCKER_RUN, pct  # noqa: E402
 
 from exec_server.backends.docker import DockerBackend, _raw_socket  # noqa: E402
 from exec_server.settings import Settings  # noqa: E402
-from exec_server.testing import IMAGE, ServiceProcess  # noqa: E402
+from tests.service import IMAGE, ServiceProcess  # noqa: E402
 
 CODE = "print(1)"
 NO_PRELOAD = "container, no preload"

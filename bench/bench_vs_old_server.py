@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 from proc_cpu import ATTRIBUTED, OTHER_CONTAINERS, Account, Classes, CpuSampler  # noqa: E402
 
-from exec_server.testing import ServiceProcess, free_port  # noqa: E402
+from tests.service import ServiceProcess, free_port  # noqa: E402
 
 SUM = ("print(sum(range(100)))", "4950\n")
 PRINT1 = ("print(1)", "1\n")

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from exec_server.testing import ServiceProcess  # noqa: E402
+from tests.service import ServiceProcess  # noqa: E402
 
 # (code, stdin, expected stdout): the answer is checked, not only the status
 NORMAL = [

@@ -34,8 +34,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _build_image(args: argparse.Namespace) -> int:
-    from .image import build_sandbox_image, build_server_image
+    from .image import DOCKER_DIR, build_sandbox_image, build_server_image
     from .settings import Settings
+
+    if not DOCKER_DIR.is_dir():  # the Dockerfiles ship with the source, not in the wheel
+        print(f"build-image needs a source checkout of boxed ({DOCKER_DIR} is missing)")
+        return 2
 
     tag = args.tag or Settings().sandbox_image
     build_sandbox_image(tag, offline=args.offline, base=args.base)

@@ -7,13 +7,14 @@ loudly when ``CI`` is set: CI must never go green by skipping.
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from exec_server.testing import IMAGE, REPO, ServiceProcess, free_port, instance_containers
 from tests.private_docker import RUNSC_CONFIG, PrivateDocker, private_docker
 from tests.runtimes import (
     ISOLATION_MODES,
@@ -26,6 +27,7 @@ from tests.runtimes import (
     uses_runsc,
     variant_params,
 )
+from tests.service import IMAGE, REPO, ServiceProcess, free_port, instance_containers
 
 __all__ = [
     "IMAGE",
@@ -105,3 +107,14 @@ def boxed_service(request: pytest.FixtureRequest) -> Iterator[str]:
         BOXED_QUEUE_TIMEOUT="60",
     ) as service:
         yield service.url
+
+
+def top_level_imports(path: Path) -> set[str]:
+    """The top-level packages a Python file imports (absolute imports only)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add((node.module or "").partition(".")[0])
+    return names

@@ -22,7 +22,7 @@ from exec_server.app import create_app
 from exec_server.executor import RequestError, ServiceUnavailable
 from exec_server.models import ExecuteRequest, ExecuteResponse, Truncated
 from exec_server.settings import Settings
-from exec_server.testing import free_port
+from tests.service import free_port
 
 FAILURES: dict[str, Exception] = {
     "RequestError": RequestError(413, "code is 9 bytes; the maximum is 8"),

@@ -3,7 +3,6 @@ in-memory fake backend, and the layering (only the Docker backend knows Docker).
 
 from __future__ import annotations
 
-import ast
 import asyncio
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from exec_server.models import ExecuteRequest
 from exec_server.pool import WarmPool
 from exec_server.settings import Settings
 from exec_server.verdict import Limit, NotAVerdict, RunLimits, Status, decide
+from tests.conftest import top_level_imports
 
 LIMITS = RunLimits(wall_seconds=5, cpu_seconds=2, memory_mb=256, output_bytes=100)
 PACKAGE = Path(__file__).resolve().parent.parent / "exec_server"
@@ -125,21 +125,11 @@ def test_registry_names_every_backend_and_refuses_unknown_ones() -> None:
         create_backend("nope", Settings())
 
 
-def _imported(path: Path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {alias.name.partition(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names.add((node.module or "").partition(".")[0])
-    return names
-
-
 def test_only_the_docker_backend_imports_docker() -> None:
     importers = {
         path.relative_to(PACKAGE).as_posix()
         for path in PACKAGE.rglob("*.py")
-        if "docker" in _imported(path)
+        if "docker" in top_level_imports(path)
     }
     assert importers == {"backends/docker.py"}
 

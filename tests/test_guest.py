@@ -4,7 +4,6 @@ tested through the service in both isolation modes."""
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from exec_server.guest.protocol import (
     pop_frames,
     snippet_body,
 )
+from tests.conftest import top_level_imports
 
 # Installs the guest modules as bootstrap.py does, then forks: the child runs the snippet with
 # the runner, the parent writes the child's exit status and report page as JSON to argv[2].
@@ -54,23 +54,13 @@ def run_runner(code: str, stdin: str = "") -> tuple[bytes, bytes, int, bool, boo
     return proc.stdout, proc.stderr, rc, started == REPORT_STARTED, memory == REPORT_MEMORY_ERROR
 
 
-def _imports(path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {alias.name.partition(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names.add((node.module or "").partition(".")[0])
-    return names
-
-
 def test_guest_code_imports_only_the_standard_library() -> None:
     files = sorted(GUEST_DIR.glob("*.py"))
     assert {f.stem for f in files} >= set(MODULES) | {"bootstrap"}
     for path in files:
         if path.name == "__init__.py":
             continue  # the host's view of the folder (reads the files as text)
-        outside = _imports(path) - set(sys.stdlib_module_names) - {"__future__"}
+        outside = top_level_imports(path) - set(sys.stdlib_module_names) - {"__future__"}
         assert outside == set(), f"{path.name} imports {outside}"
 
 

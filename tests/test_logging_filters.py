@@ -14,7 +14,7 @@ import pytest
 
 from exec_server import __main__ as cli
 from exec_server.logging_filters import QuietProbes, uvicorn_log_config
-from exec_server.testing import REPO, free_port
+from tests.service import REPO, free_port
 
 
 def access_record(path: str, status: int, method: str = "GET") -> logging.LogRecord:

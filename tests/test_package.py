@@ -69,7 +69,7 @@ def test_installed_commands_answer_help() -> None:
     installed script runs it (this checkout's code, whatever is installed)."""
     import tomllib
 
-    from exec_server.testing import REPO
+    from tests.service import REPO
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert set(scripts) == {"boxed", "boxed-scorer"}

@@ -31,6 +31,7 @@ import docker
 
 from ..guest import bootstrap_source, module_sources
 from ..guest.protocol import pop_frames
+from ..image import sandbox_versions
 from ..settings import Settings
 from .base import BackendHealth, SandboxError
 from .supervised import SupervisedSandbox
@@ -362,7 +363,7 @@ class DockerBackend:
             return BackendHealth(up=False, problem=f"Docker engine unreachable: {exc}")
         image = self.settings.sandbox_image
         try:
-            self.api.inspect_image(image)
+            labels = self.api.inspect_image(image).get("Config", {}).get("Labels")
         except docker.errors.ImageNotFound:
             problem = (
                 f"sandbox image {image} is missing; build it with "
@@ -371,7 +372,9 @@ class DockerBackend:
             return BackendHealth(up=up, problem=problem, details={"image_present": False})
         except Exception as exc:
             return BackendHealth(up=up, problem=f"cannot inspect image {image}: {exc}")
-        return BackendHealth(up=up, details={"image_present": True})
+        return BackendHealth(
+            up=up, details={"image_present": True, "sandbox": sandbox_versions(labels)}
+        )
 
     async def health(self) -> BackendHealth:
         return await self._call(self._health)

@@ -1,4 +1,5 @@
-"""Start a real boxed service in a subprocess: for integration tests and benchmarks."""
+"""Start a real boxed service in a subprocess: for integration tests and benchmarks (a checkout
+only: it is not part of the shipped package)."""
 
 from __future__ import annotations
 
