@@ -43,7 +43,7 @@ BACKEND_LABEL = "boxed.backend"
 EXIT_WAIT = 1.0  # longest wait for a finished container to exit before it is removed
 WARMUP_TIMEOUT = 60.0
 DIAGNOSTICS_KEPT = 2000
-GVISOR_HOST_PIDS = 1024  # host tasks of one gVisor sandbox: the sentry's, the gofer's, stubs
+GVISOR_HOST_PIDS = 16384  # host tasks of one gVisor sandbox: the sentry's, the gofer's, stubs
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
