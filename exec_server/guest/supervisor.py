@@ -85,6 +85,7 @@ _buffer = bytearray(8 + CHUNK)  # where child output is read into; zeroed after 
 # Output frames wait here to leave with the next ones (most runs: one write for all their
 # output and the result, where a write to the engine's pipe costs a context switch or two).
 _pending = bytearray(2 * CHUNK)
+_dirty = {"buffer": 0, "pending": 0}  # how much of each a run wrote: what the zeroing clears
 # The child's report page (see protocol), shared with every later fork: no descriptor.
 _report = mmap.mmap(-1, mmap.PAGESIZE)
 
@@ -121,6 +122,7 @@ def _receive_body(fd, size):
             if exc.errno not in (errno.EINVAL, errno.ENOSYS):
                 raise
             moved = os.readv(0, [memoryview(_buffer)[: min(size, len(_buffer))]])
+            _dirty["buffer"] = max(_dirty["buffer"], moved)
             _write_all(memoryview(_buffer)[:moved], fd)
         if not moved:
             raise EOFError("stdin closed inside a request")
@@ -183,12 +185,7 @@ def _child(body_fd, out_w, err_w, go_r, config):
         os.setsid()
         for fd, target in ((body_fd, 0), (out_w, 1), (err_w, 2), (go_r, 3)):
             os.dup2(fd, target)
-        for fd in [int(fd) for fd in os.listdir("/proc/self/fd")]:
-            if fd > 3:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass  # the descriptor listdir itself used
+        os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         # Under memory pressure the kernel should take the snippet. The snippet may lower it
         # again (a floor needs CAP_SYS_RESOURCE): then the host learns of the OOM kill from
         # the engine, and the verdict is the same.
@@ -363,6 +360,7 @@ class _Run:
             return
         _pending[self.queued : self.queued + len(data)] = data
         self.queued += len(data)
+        _dirty["pending"] = max(_dirty["pending"], self.queued)
 
     def flush(self):
         if self.queued:
@@ -379,6 +377,7 @@ class _Run:
         n = os.readv(fd, [view[8:]])
         if not n:
             return False
+        _dirty["buffer"] = max(_dirty["buffer"], 8 + n)
         kind = self.kinds[fd]
         count = min(n, self.cap + 1 - self.sent[kind])
         if count > 0:
@@ -409,17 +408,46 @@ class _Run:
             self.close(fd)
 
 
-def _oom_kills():
-    for path in OOM_FILES:
+def _open_first(paths):
+    """A descriptor of the first of ``paths`` that opens, or None."""
+    for path in paths:
         try:
-            with open(path) as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             continue
     return None
+
+
+def _read_at_start(fd):
+    """The whole of a /proc or cgroup file through a descriptor kept open (no open per run)."""
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 65536, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+class _Counters:
+    """The files read after every run, opened once: the cgroup's OOM-kill counter and the
+    System V IPC tables."""
+
+    def __init__(self):
+        self.oom = _open_first(OOM_FILES)
+        self.sysv = [fd for fd in (_open_first([path]) for path in SYSV_FILES) if fd is not None]
+        self.fds = {fd for fd in (self.oom, *self.sysv) if fd is not None}
+
+    def oom_kills(self):
+        if self.oom is None:
+            return None
+        for line in _read_at_start(self.oom).splitlines():
+            key, _, value = line.partition(b" ")
+            if key == b"oom_kill":
+                return int(value)
+        return None
+
+    def sysv_objects_left(self):
+        """Whether any System V IPC object exists (each table has a header line)."""
+        return any(_read_at_start(fd).count(b"\n") > 1 for fd in self.sysv)
 
 
 def _processes():
@@ -520,7 +548,7 @@ def _restore_signals():
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _serve_one(header, child, config, exits):
+def _serve_one(header, child, config, exits, counters):
     _receive_body(child.body_fd, int(header["size"]))
     uid = int(config["uid"])
     wall, cpu_limit = float(header["wall"]), float(header["cpu"])
@@ -531,7 +559,7 @@ def _serve_one(header, child, config, exits):
     for fd in (child.out_r, child.err_r, exits.read_fd):
         poller.register(fd, select.POLLIN)
     _report[0:2] = b"\0\0"
-    oom_before = _oom_kills()
+    oom_before = counters.oom_kills()
     ticks_at_start = _cpu_ticks([pid])  # the child's own set-up (it is alone: proven clean)
     started = time.monotonic()
     child.hand_over({"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])})
@@ -583,7 +611,7 @@ def _serve_one(header, child, config, exits):
     if killed_for is None and exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL):
         if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
             killed_for = KILLED_CPU
-    oom_after = _oom_kills()
+    oom_after = counters.oom_kills()
     run.queue(
         frame(
             RESULT,
@@ -643,11 +671,16 @@ def _wipe_writable(uid, gid):
         raise RuntimeError("could not restore the effective ids")
 
 
-def _problems(uid, gid, zygote, exits, alone):
+def _problems(uid, gid, zygote, exits, counters, alone):
     """Everything that keeps this container from serving another snippet (empty: clean).
 
     ``alone``: the run already proved that the snippet left no process but zombies."""
     found = []
+    try:  # looked at before any reaping, which would take a dead zygote away
+        if os.waitid(os.P_PID, zygote.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            found.append("the zygote died")
+    except ChildProcessError:
+        found.append("the zygote is gone")
     if alone:
         _reap()
     else:
@@ -662,25 +695,15 @@ def _problems(uid, gid, zygote, exits, alone):
         found.append(f"cannot empty {WRITABLE}: {exc!r}")
     if os.listdir(WRITABLE):
         found.append(f"{WRITABLE} not empty after the wipe")
-    for path in SYSV_FILES:
-        try:
-            with open(path) as f:
-                if len(f.readlines()) > 1:
-                    found.append(f"System V IPC objects left in {path}")
-        except OSError:
-            pass
+    if counters.sysv_objects_left():
+        found.append("System V IPC objects left")
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
-    expected = {0, 1, 2, zygote.sock.fileno(), *exits.fds}
+    expected = {0, 1, 2, zygote.sock.fileno(), *exits.fds, *counters.fds}
     if not expected <= set(fds) or len(fds) > len(expected) + 1:  # + the one listdir used
         found.append(f"supervisor descriptors leaked: {fds}")
-    try:
-        with open(f"/proc/{zygote.pid}/stat", "rb") as f:
-            if f.read().rpartition(b")")[2].split()[0] in (b"Z", b"X"):
-                found.append("the zygote died")
-    except OSError:
-        found.append("the zygote is gone")
-    _buffer[:] = bytes(len(_buffer))
-    _pending[:] = bytes(len(_pending))
+    for name, buffer in (("buffer", _buffer), ("pending", _pending)):
+        buffer[: _dirty[name]] = bytes(_dirty[name])
+        _dirty[name] = 0
     _report[0:2] = b"\0\0"
     return found
 
@@ -697,6 +720,7 @@ def main(config):
     uid, gid = int(config["uid"]), int(config["gid"])
     zygote = _Zygote(config)  # before anything else is open: it inherits nothing of later runs
     exits = _ChildExits()
+    counters = _Counters()
     gc.freeze()
     heavy = False  # the kind of child forked ahead: the kind the last snippet needed
     child = _Child(config)
@@ -716,7 +740,7 @@ def main(config):
                 child = None
                 _wipe_writable(uid, gid)  # its working directory
             child = child or _Child(config, zygote if heavy else None)
-            alone = _serve_one(header, child, config, exits)
+            alone = _serve_one(header, child, config, exits, counters)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
             _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
         if child:
@@ -727,7 +751,7 @@ def main(config):
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
             continue
-        problems = _problems(uid, gid, zygote, exits, alone)
+        problems = _problems(uid, gid, zygote, exits, counters, alone)
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:
