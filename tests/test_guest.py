@@ -98,3 +98,14 @@ def test_uncaught_memory_error_is_reported_beside_the_output() -> None:
 def test_a_memory_error_line_written_by_the_snippet_is_only_text() -> None:
     _, err, rc, _, memory = run_runner("import os\nos.write(2, b'MemoryError\\n')\nos._exit(1)")
     assert (err, rc, memory) == (b"MemoryError\n", 1, False)
+
+
+def test_a_deep_traceback_is_printed_as_python_c_prints_it() -> None:
+    # The interpreter prints the last sys.tracebacklimit (1000) entries; printing all of a
+    # deep recursion's frames would take seconds and differ from python -c.
+    code = "import sys\nsys.setrecursionlimit(5000)\ndef f(n):\n    return f(n + 1)\nf(0)"
+    _, err, rc, _, _ = run_runner(code)
+    reference = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30)
+    assert rc == reference.returncode == 1
+    assert err == reference.stderr
+    assert b"more times]" in err and err.count(b'  File "<string>"') <= 1000

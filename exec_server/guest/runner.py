@@ -83,10 +83,14 @@ def run(report):
     except BaseException as exc:  # noqa: BLE001 - report every failure like the interpreter
         memory_error = isinstance(exc, MemoryError)
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        # As the interpreter prints it: the last sys.tracebacklimit (1000) entries, none at 0
+        # (printing all of a 200,000-frame recursion takes seconds).
+        depth = getattr(sys, "tracebacklimit", 1000)
+        depth = depth if isinstance(depth, int) else 1000
         try:
             import traceback  # preloaded by the supervisor: no import cost here
 
-            traceback.print_exception(type(exc), exc, tb)
+            traceback.print_exception(type(exc), exc, tb if depth > 0 else None, limit=-depth)
         except BaseException:  # noqa: BLE001 - e.g. no memory left to format it
             _write_last_line(exc)
         status = 1
