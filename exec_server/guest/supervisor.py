@@ -162,7 +162,6 @@ def _set_limits(limits, config):
     with open("/proc/self/statm") as f:
         mapped = int(f.read().split()[0]) * page
     address_space = mapped + int(limits["memory_mb"]) * 1024 * 1024  # its own share on top
-    _small_threads()
     cpu = math.ceil(float(limits["cpu"])) + 1  # a backstop: the supervisor stops it on time
     nproc = config.get("nproc")  # gVisor: its own kernel counts this sandbox's tasks alone
     if nproc:
@@ -233,6 +232,7 @@ def _child(body_fd, out_w, err_w, go_r, config):
         os.mkdir(RUN_DIR, 0o700)
         os.chdir(RUN_DIR)
         sys.argv = ["-c"]
+        _small_threads()  # ahead of the snippet, like the rest of the set-up
         handed = _read_to_end(3)  # blocks until the snippet is in the memfd
         if not handed:
             os._exit(0)  # the supervisor is going away
