@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import os
 import random
 import re
 import shutil
@@ -335,7 +336,6 @@ verdict("oom_memfd_lowered_score_preloaded", "memory_limit", exit_codes=(137,))
 verdict("oom_shared_anon_lowered_score", "memory_limit")
 verdict("forged_trailer_then_exit3", "error", exit_codes=(3,), stdout_re=r"\n\x00boxed-exit.*\n")
 verdict("forged_memory_trailer_clean_exit", "ok", exit_codes=(0,), stdout_re=r"\n\x00boxed-exit.*")
-verdict("forged_report_page_clean_exit", "ok", exit_codes=(0,), stdout="forged\n")
 verdict("memory_error_line_os_exit", "error", exit_codes=(1,), stderr_has="MemoryError")
 verdict("memory_error_traceback_text_exit", "error", exit_codes=(1,), stderr_has="MemoryError")
 verdict("oom_killed_grandchild_main_fails", "memory_limit", exit_codes=(137,))
@@ -346,8 +346,7 @@ verdict("bytearray_2g_at_128", "memory_limit")
 verdict("dup2_stdout_onto_stderr", "ok", stdout="out\nerr\n")
 verdict("dup2_stderr_onto_stdout", "ok", stdout="", stderr_has="out\nerr\n")
 verdict("pthread_exit_main_thread_spins", "timeout")
-verdict("io_uring_setup_refused", "ok", stdout_re=r"-1 (1|38)\n")
-verdict("io_uring_enter_register_refused", "ok", stdout_re=r"(-1 (1|38)\n){2}")
+verdict("io_uring_enter_register_refused", "ok", stdout_re=r"-1 1\n-1 (1|38)\n")
 
 
 @checker("forged_trailer_then_spin")
@@ -367,6 +366,29 @@ def _forged_result_frames(svc: Service, row: dict[str, Any]) -> None:
     forged = f'\x03{header}.\\{{.*"exit_code": 0.*\\}}\x04{header}\x1f\\{{"clean": true, .*\\}}'
     for text in (data["stdout"], data["stderr"]):
         assert re.fullmatch(forged, text, re.S), text[:300]
+
+
+@checker("forged_report_page_clean_exit")
+def _forged_report_page_clean_exit(svc: Service, row: dict[str, Any]) -> None:
+    """The snippet writes the memory-error report into its own page and exits 0: ok (gVisor
+    refuses the write to /proc/self/mem: then the attack fails, an error)."""
+    data = run_row(svc, row)
+    if data["status"] == "error" and os.environ.get("BOXED_RUNTIME") == "runsc":
+        assert "PermissionError" in data["stderr"] and "/proc/self/mem" in data["stderr"], data
+        return
+    assert (data["status"], data["exit_code"], data["stdout"]) == ("ok", 0, "forged\n"), data
+
+
+@checker("io_uring_setup_refused")
+def _io_uring_setup_refused(svc: Service, row: dict[str, Any]) -> None:
+    """EPERM from the seccomp profile on runc; gVisor implements io_uring in its own kernel
+    and ignores the OCI profile (docs/process-mode.md): there it may return a descriptor."""
+    data = run_row(svc, row)
+    assert data["status"] == "ok", data
+    if os.environ.get("BOXED_RUNTIME") == "runsc":
+        assert re.fullmatch(r"-1 (1|38)\n|\d+ 0\n", data["stdout"]), data
+    else:
+        assert data["stdout"] == "-1 1\n", data
 
 
 def container_of(data: dict[str, Any]) -> str:
