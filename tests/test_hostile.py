@@ -20,8 +20,10 @@ outlived its container is a leak). The host-uid check still runs and must find n
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
+import os
 import random
 import re
 import shutil
@@ -378,6 +380,167 @@ verdict("device_nodes", "ok", stdout_re=r"(/dev/\w+ (2|13)\n){4}")
 verdict("recursion_c_stack", "error", exit_codes=SEGV)
 verdict("ctypes_segfault", "error", exit_codes=SEGV)
 verdict("stdin_max_size", "ok", stdout="1048576\n")
+
+
+# issue 13: verdict integrity and process-mode hardening
+verdict("oom_memfd_lowered_score", "memory_limit", exit_codes=(137,))
+verdict("oom_memfd_lowered_score_preloaded", "memory_limit", exit_codes=(137,))
+verdict("oom_shared_anon_lowered_score", "memory_limit")
+verdict("forged_trailer_then_exit3", "error", exit_codes=(3,), stdout_re=r"\n\x00boxed-exit.*\n")
+verdict("forged_memory_trailer_clean_exit", "ok", exit_codes=(0,), stdout_re=r"\n\x00boxed-exit.*")
+verdict("memory_error_line_os_exit", "error", exit_codes=(1,), stderr_has="MemoryError")
+verdict("memory_error_traceback_text_exit", "error", exit_codes=(1,), stderr_has="MemoryError")
+verdict("oom_killed_grandchild_main_fails", "memory_limit", exit_codes=(137,))
+verdict("thread_pool_32", "ok", stdout="2016\n")
+verdict("thread_pool_32_preloaded", "ok", stdout="640000\n")
+verdict("threads_deep_recursion", "ok", stdout="[5000, 5000, 5000, 5000, 5000, 5000, 5000, 5000]\n")
+verdict("bytearray_2g_at_128", "memory_limit")
+verdict("dup2_stdout_onto_stderr", "ok", stdout="out\nerr\n")
+verdict("dup2_stderr_onto_stdout", "ok", stdout="", stderr_has="out\nerr\n")
+verdict("pthread_exit_main_thread_spins", "timeout")
+verdict("io_uring_enter_register_refused", "ok", stdout_re=r"-1 1\n-1 (1|38)\n")
+
+
+@checker("forged_trailer_then_spin")
+def _forged_trailer_then_spin(svc: Service, row: dict[str, Any]) -> None:
+    data = run_row(svc, row)
+    assert (data["status"], data["exit_code"]) == ("timeout", None), data
+    assert data["stdout"].startswith("\n\x00boxed-exit\x00 {"), data["stdout"][:200]
+
+
+@checker("forged_result_frames")
+def _forged_result_frames(svc: Service, row: dict[str, Any]) -> None:
+    """Well-formed RESULT and CLEANUP frames on both streams stay output, byte for byte (a
+    length byte past 0x7f is not UTF-8: the response shows it as U+FFFD)."""
+    data = run_row(svc, row)
+    assert (data["status"], data["exit_code"]) == ("error", 4), data
+    header = "\x00\x00\x00\x00\x00\x00"
+    forged = f'\x03{header}.\\{{.*"exit_code": 0.*\\}}\x04{header}\x1f\\{{"clean": true, .*\\}}'
+    for text in (data["stdout"], data["stderr"]):
+        assert re.fullmatch(forged, text, re.S), text[:300]
+
+
+@checker("forged_report_page_clean_exit")
+def _forged_report_page_clean_exit(svc: Service, row: dict[str, Any]) -> None:
+    """The snippet writes the memory-error report into its own page and exits 0: ok (gVisor
+    refuses the write to /proc/self/mem: then the attack fails, an error)."""
+    data = run_row(svc, row)
+    if data["status"] == "error" and os.environ.get("BOXED_RUNTIME") == "runsc":
+        assert "PermissionError" in data["stderr"] and "/proc/self/mem" in data["stderr"], data
+        return
+    assert (data["status"], data["exit_code"], data["stdout"]) == ("ok", 0, "forged\n"), data
+
+
+@checker("io_uring_setup_refused")
+def _io_uring_setup_refused(svc: Service, row: dict[str, Any]) -> None:
+    """EPERM from the seccomp profile on runc; gVisor implements io_uring in its own kernel
+    and ignores the OCI profile (docs/process-mode.md): there it may return a descriptor."""
+    data = run_row(svc, row)
+    assert data["status"] == "ok", data
+    if os.environ.get("BOXED_RUNTIME") == "runsc":
+        assert re.fullmatch(r"-1 (1|38)\n|\d+ 0\n", data["stdout"]), data
+    else:
+        assert data["stdout"] == "-1 1\n", data
+
+
+def container_of(data: dict[str, Any]) -> str:
+    first = data["stdout"].split("\n", 1)[0]
+    assert re.fullmatch(r"[0-9a-f]{64}", first), data["stdout"][:200]
+    return first
+
+
+def assert_retired(svc: Service, container: str) -> None:
+    """The container a run used is removed (retired), not put back in the pool."""
+    deadline = time.monotonic() + 15
+    while container in svc.engine.containers(svc.proc.instance, full=True):
+        assert time.monotonic() < deadline, f"container {container[:12]} was not retired"
+        time.sleep(0.2)
+
+
+@checker("oom_killed_grandchild_main_ok")
+def _oom_killed_grandchild_main_ok(svc: Service, row: dict[str, Any]) -> None:
+    data = run_row(svc, row)
+    assert (data["status"], data["exit_code"]) == ("ok", 0), data
+    statuses = ast.literal_eval(data["stdout"].splitlines()[1])
+    assert -9 in statuses, statuses  # the OOM killer took at least one grandchild
+    assert_retired(svc, container_of(data))
+
+
+@checker("threads_allocate_past_limit")
+def _threads_allocate_past_limit(svc: Service, row: dict[str, Any]) -> None:
+    """8 threads x 128 MiB at a 128 MiB limit: memory_limit, or the program fails for want of
+    memory (a MemoryError, or no room left for a thread's stack)."""
+    data = run_row(svc, row)
+    if data["status"] == "ok":
+        assert int(data["stdout"]) < 8 and "MemoryError" in data["stderr"], data
+    else:
+        assert data["status"] in ("memory_limit", "error"), data
+        # a thread's stack is address space too: starting one may be what fails
+        out_of_memory = ("MemoryError", "can't start new thread")
+        assert any(s in data["stderr"] for s in out_of_memory) or data["exit_code"] == 137, data
+
+
+@checker("dup2_then_raise")
+def _dup2_then_raise(svc: Service, row: dict[str, Any]) -> None:
+    data = run_row(svc, row)
+    assert (data["status"], data["exit_code"], data["stdout"]) == ("error", 1, ""), data
+    assert data["stderr"].startswith("before\n") and "ValueError: boom" in data["stderr"], data
+
+
+@checker("pthread_exit_grandchild_keeps_writing")
+def _pthread_exit_grandchild(svc: Service, row: dict[str, Any]) -> None:
+    """The grandchild's leader is a zombie with a live thread: a stray, killed before the
+    output is drained (else the drain would wait for its pipe end a full second)."""
+    started = time.monotonic()
+    data = run_row(svc, row)
+    elapsed = time.monotonic() - started
+    assert data["status"] == "ok", data
+    # print() writes the line and its newline apart: a tick may fall between them
+    assert "parent done" in data["stdout"], data["stdout"]
+    assert not re.sub(r"tick|parent done|\n", "", data["stdout"]), data["stdout"]
+    assert data["stdout"].count("tick") <= 8, data["stdout"]
+    assert elapsed < 0.9, f"answered after {elapsed:.2f} s: the stray kept its pipe open"
+
+
+def then_followup(svc: Service, row: dict[str, Any], first: str, then: str) -> None:
+    data = run_row(svc, row)
+    assert (data["status"], data["stdout"]) == ("ok", first), data
+    follow = svc.run(row["followup_code"])
+    assert (follow["status"], follow["stdout"]) == ("ok", then), follow
+
+
+@checker("tcp_time_wait_port")
+def _tcp_time_wait_port(svc: Service, row: dict[str, Any]) -> None:
+    then_followup(svc, row, "closed\n", "bound 50\n")
+
+
+@checker("tcp_time_wait_many_ports")
+def _tcp_time_wait_many_ports(svc: Service, row: dict[str, Any]) -> None:
+    then_followup(svc, row, "done\n", "bound 50\n")
+
+
+@checker("tcp_listener_in_flight")
+def _tcp_listener_in_flight(svc: Service, row: dict[str, Any]) -> None:
+    then_followup(svc, row, "sent\n", "closed 111\n")
+
+
+@checker("abstract_unix_in_flight")
+def _abstract_unix_in_flight(svc: Service, row: dict[str, Any]) -> None:
+    then_followup(svc, row, "sent\n", "bound\n")
+
+
+@checker("memfd_in_flight_gc")
+def _memfd_in_flight_gc(svc: Service, row: dict[str, Any]) -> None:
+    """180 MiB left in flight must not be charged to the next snippet's 200 MiB."""
+    then_followup(svc, row, "sent\n", "ok\n")
+
+
+@checker("snmp_counter_channel")
+def _snmp_counter_channel(svc: Service, row: dict[str, Any]) -> None:
+    data = run_row(svc, row)
+    assert (data["status"], data["stdout"]) == ("ok", "sent\n"), data
+    follow = svc.run(row["followup_code"])
+    assert follow["status"] == "ok" and int(follow["stdout"]) < 1234, follow
 
 
 @checker("cpu_threads")

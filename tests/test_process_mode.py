@@ -469,6 +469,75 @@ def test_container_retired_after_a_timeout_a_memory_kill_and_an_output_flood(sin
         assert after != during, f"container kept after {status}"
 
 
+OOM_GRANDCHILD = (
+    "import os\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+    "        block = bytearray(60 << 20)\n"
+    "        for i in range(0, len(block), 4096): block[i] = 1\n"
+    "        import time; time.sleep(3)\n        os._exit(0)\n    pids.append(pid)\n"
+    "print(sorted(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids))\n"
+)
+LEFT_IN_FLIGHT = (
+    "import array, os, socket\nfds = []\nfor _ in range(3):\n    fd = os.memfd_create('m')\n"
+    "    for _ in range(60): os.write(fd, b'\\1' * (1 << 20))\n    fds.append(fd)\n"
+    "a, b = socket.socketpair()\nrights = array.array('i', fds + [a.fileno(), b.fileno()])\n"
+    "b.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])\n"
+)
+
+
+@pytest.mark.docker
+def test_container_retired_after_what_no_process_holds(single: str) -> None:
+    """Residue that outlives every process of a snippet retires its container: an OOM kill
+    (the run itself ended ok), moved network counters (they cannot be reset), a socket bound
+    in flight, memory charged in flight (unless the kernel's GC freed it before the check)."""
+    cases = [
+        (OOM_GRANDCHILD, {"memory_mb": 64, "timeout": 8}, True),
+        ("import socket\nsocket.socket(2, 2).sendto(b'x', ('127.0.0.1', 9))", {}, True),
+        (
+            "import array, socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+            "s.bind('\\0boxed-kept')\n"
+            "rights = array.array('i', [s.fileno()])\n"
+            "s.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)], 0, "
+            "'\\0boxed-kept')\n",
+            {},
+            True,
+        ),
+        (LEFT_IN_FLIGHT, {}, False),
+    ]
+    for code, fields, always in cases:
+        before, _, _ = run_where(single, "pass")
+        during, out, data = run_where(single, code, **fields)
+        assert data["status"] == "ok" and during == before, data
+        if code is OOM_GRANDCHILD:
+            assert "-9" in out, out  # the OOM killer took a grandchild
+        after, _, follow = run_where(single, "x = bytearray(200 << 20)\nprint('fits')")
+        assert follow["stdout"].endswith("fits\n"), follow
+        if always:
+            assert after != during, f"container kept after {code[:60]!r}"
+
+
+@pytest.mark.docker
+def test_normal_runs_keep_their_container(single: str) -> None:
+    """The residue checks must not retire a container after ordinary work: threads, numpy,
+    a large allocation, files in /tmp, a MemoryError."""
+    codes = [
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "with ThreadPoolExecutor(32) as pool:\n    print(sum(pool.map(abs, range(64))))",
+        "import numpy\nprint(int(numpy.ones((500, 500)).sum()))",
+        "x = bytearray(200 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1",
+        "open('/tmp/f', 'w').write('x' * 10**6)",
+        "x = bytearray(2 * 1024**3)",
+        "import sympy\nprint(sympy.factor(sympy.Symbol('x')**2 - 1))",
+    ]
+    first, _, _ = run_where(single, "pass")
+    for code in codes:
+        where, _, data = run_where(single, code, memory_mb=256)
+        assert data["status"] in ("ok", "memory_limit"), data
+        if data["status"] == "memory_limit":
+            first, _, _ = run_where(single, "pass")  # retired by the memory verdict itself
+            continue
+        assert where == first, f"container retired after {code[:60]!r}"
+
+
 @WHERE_IS_RUNC_ONLY
 @pytest.mark.docker
 def test_container_retired_after_max_runs() -> None:

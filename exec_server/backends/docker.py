@@ -20,6 +20,7 @@ import socket
 import threading
 import uuid
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -66,6 +67,13 @@ IPC_SYSCTLS = {
     "kernel.sem": "0 0 0 0",
     "fs.mqueue.queues_max": "0",
 }
+# No TIME_WAIT entries: a closed loopback connection would otherwise hold its port for 60 s
+# in the next snippet's namespace (process mode); the supervisor also retires a container
+# whose network counters moved.
+NET_SYSCTLS = {"net.ipv4.tcp_max_tw_buckets": "0"}
+# Docker 20.10's default seccomp profile less io_uring_setup/enter/register (as Docker 25+):
+# io_uring bypasses the syscall filter for the operations it submits.
+SECCOMP_PROFILE = json.dumps(json.loads((Path(__file__).parent / "seccomp.json").read_text()))
 # What a call to the engine may raise: docker-py's own errors, and the transport's (a vanished
 # socket is a requests ConnectionError, a stuck engine a ReadTimeout).
 ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
@@ -256,8 +264,8 @@ class DockerBackend:
             tmpfs={"/tmp": f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=4096,mode=1777"},
             cap_drop=["ALL"],
             cap_add=SUPERVISOR_CAPS,
-            security_opt=["no-new-privileges"],
-            sysctls=IPC_SYSCTLS,
+            security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"],
+            sysctls={**IPC_SYSCTLS, **NET_SYSCTLS},
             pids_limit=self.host_pids_limit,
             mem_limit=limit,
             memswap_limit=limit,

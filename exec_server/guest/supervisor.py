@@ -77,8 +77,21 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 CAP_LINES = ("CapInh:", "CapPrm:", "CapEff:", "CapAmb:")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+# The cgroup's memory charge (cgroup v1, v2) and its breakdown (to leave out the page cache).
+MEMORY_FILES = (
+    ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory/memory.stat", "total_"),
+    ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", ""),
+)
+MEMORY_MARGIN = 16 * 1024 * 1024  # charge a clean container may gain (slab, page tables)
+# Counters of the network namespace: they change only when a snippet uses the network, and a
+# snippet can set them to values the next one reads (see docs/process-mode.md).
+NET_COUNTERS = ("/proc/net/snmp", "/proc/net/snmp6", "/proc/net/netstat", "/proc/net/dev")
+INET_SOCKETS = ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6")
+M_ARENA_MAX = -8
+THREAD_STACK = 4 * 1024 * 1024
 SYSV_FILES = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+STATUS_KEYS = ("Stat", "Uid:", "Thre")  # State, Uid, Threads
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _buffer = bytearray(8 + CHUNK)  # where child output is read into; zeroed after each run
@@ -130,6 +143,22 @@ def _receive_body(fd, size):
 
 
 # -- the child -------------------------------------------------------------------------------
+def _small_threads():
+    """Make a thread cost what it uses, not what glibc reserves: RLIMIT_AS counts reserved
+    address space, and each thread would reserve a 64 MiB malloc arena and an 8 MiB stack
+    (RLIMIT_STACK), so 32 threads would pass a 256 MiB limit without using it. One arena and
+    4 MiB stacks (for every thread, Python's or a library's) leave the limit to real use."""
+    attr = ctypes.create_string_buffer(64)  # pthread_attr_t is 56 bytes on x86-64
+    if (
+        not _libc.mallopt(M_ARENA_MAX, 1)
+        or _libc.pthread_attr_init(attr)
+        or _libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(THREAD_STACK))
+        or _libc.pthread_setattr_default_np(attr)
+    ):
+        raise RuntimeError("cannot set the thread stack size or the malloc arenas")
+    _libc.pthread_attr_destroy(attr)
+
+
 def _set_limits(limits, config):
     page = os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/statm") as f:
@@ -200,6 +229,7 @@ def _child(body_fd, out_w, err_w, go_r, config):
         os.mkdir(RUN_DIR, 0o700)
         os.chdir(RUN_DIR)
         sys.argv = ["-c"]
+        _small_threads()  # ahead of the snippet, like the rest of the set-up
         handed = _read_to_end(3)  # blocks until the snippet is in the memfd
         if not handed:
             os._exit(0)  # the supervisor is going away
@@ -454,7 +484,7 @@ class _Counters:
 
 
 def _processes():
-    """Every process but this one (PID 1): pid -> (real uid, state letter).
+    """Every process but this one (PID 1): pid -> (real uid, state letter, threads).
 
     From /proc/<pid>/status, which names the real uid even of a process that made itself
     non-dumpable (its /proc directory then belongs to root)."""
@@ -464,16 +494,25 @@ def _processes():
             continue
         try:
             with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if line[:4] in ("Stat", "Uid:"))
-            found[int(name)] = (int(fields["Uid"].split()[0]), fields["State"].split()[0])
+                fields = dict(line.split(":", 1) for line in f if line[:4] in STATUS_KEYS)
+            found[int(name)] = (
+                int(fields["Uid"].split()[0]),
+                fields["State"].split()[0],
+                int(fields.get("Threads", "1")),
+            )
         except (OSError, KeyError, ValueError, IndexError):
             continue  # gone meanwhile
     return found
 
 
 def _snippet_processes(uid):
-    """The processes of the sandbox uid: everything the snippet started (zombies included)."""
-    return {pid: state for pid, (owner, state) in _processes().items() if owner == uid}
+    """The processes of the sandbox uid: everything the snippet started (zombies included):
+    pid -> whether it is alive (a zombie whose main thread ended while others run is)."""
+    return {
+        pid: state != "Z" or threads > 1
+        for pid, (owner, state, threads) in _processes().items()
+        if owner == uid
+    }
 
 
 def _cpu_ticks(pids):
@@ -593,7 +632,7 @@ def _serve_one(header, child, config, exits, counters):
     duration_ms = (time.monotonic() - started) * 1000
     # Whatever the snippet left running is a stray: it is killed now, before anything else.
     others = _snippet_processes(uid)
-    strays = [p for p, state in others.items() if p != pid and state != "Z"]
+    strays = [p for p, alive in others.items() if p != pid and alive]
     stray_ticks = _cpu_ticks(p for p in others if p != pid)
     if killed_for:
         try:
@@ -640,6 +679,85 @@ def _serve_one(header, child, config, exits, counters):
 
 
 # -- proving the container clean -------------------------------------------------------------
+def _memory_charged():
+    """The cgroup's memory charge less its page cache (bytes; None where there is no cgroup
+    file, as under gVisor): what processes, memfds, sockets and the kernel's objects hold."""
+    for usage_path, stat_path, prefix in MEMORY_FILES:
+        try:
+            with open(usage_path) as f:
+                usage = int(f.read())
+            with open(stat_path) as f:
+                stat = dict(line.split() for line in f)
+        except (OSError, ValueError):
+            continue
+        cache = sum(int(stat.get(prefix + kind, 0)) for kind in ("active_file", "inactive_file"))
+        return usage - cache
+    return None
+
+
+def _read_texts(paths):
+    texts = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                texts.append(f.read())
+        except OSError:
+            texts.append(None)
+    return texts
+
+
+def _sockets_left():
+    """Sockets of the network namespace that outlived every process of the snippet (held by
+    descriptors in flight in a unix socket sent into itself, or in TIME_WAIT)."""
+    found = []
+    for path in INET_SOCKETS:
+        try:
+            with open(path) as f:
+                left = len(f.readlines()) - 1
+        except OSError:
+            continue
+        if left > 0:
+            found.append(f"{left} sockets left in {path}")
+    try:
+        with open("/proc/net/unix") as f:
+            bound = [fields[7] for fields in map(str.split, f.readlines()[1:]) if len(fields) > 7]
+    except OSError:
+        bound = []
+    if bound:
+        found.append(f"{len(bound)} unix sockets still bound (first: {bound[0][:40]!r})")
+    return found
+
+
+class _Baseline:
+    """What this container looks like clean: measured once, before its first child exists."""
+
+    def __init__(self, counters):
+        self.counters = counters
+        self.oom_kills = counters.oom_kills()
+        self.memory = _memory_charged()
+        self.net = _read_texts(NET_COUNTERS)
+        self.memory_grown = 0  # the last check's finding (reported, for the margin's sake)
+
+    def problems(self):
+        """What the snippet left that no process holds: each retires the container."""
+        found = []
+        if self.oom_kills is not None and self.counters.oom_kills() != self.oom_kills:
+            # the victim may have been the zygote, or memory charged beyond the snippet's
+            found.append("the OOM killer acted in this container")
+        if _read_texts(NET_COUNTERS) != self.net:
+            found.append("the network counters moved: a snippet used the network")
+        found += _sockets_left()
+        memory = _memory_charged()
+        if self.memory is not None and memory is not None:
+            self.memory_grown = memory - self.memory
+            if self.memory_grown > MEMORY_MARGIN:
+                found.append(
+                    f"{self.memory_grown >> 20} MiB more memory charged than when ready "
+                    "(memory no process holds)"
+                )
+        return found
+
+
 def _wipe_dir(dir_fd, depth):
     if depth > MAX_TREE_DEPTH:
         raise RuntimeError("directory tree too deep to wipe")
@@ -674,7 +792,7 @@ def _wipe_writable(uid, gid):
         raise RuntimeError("could not restore the effective ids")
 
 
-def _problems(uid, gid, zygote, exits, counters, alone):
+def _problems(uid, gid, zygote, exits, counters, alone, baseline):
     """Everything that keeps this container from serving another snippet (empty: clean).
 
     ``alone``: the run already proved that the snippet left no process but zombies."""
@@ -698,6 +816,7 @@ def _problems(uid, gid, zygote, exits, counters, alone):
         found.append(f"cannot empty {WRITABLE}: {exc!r}")
     if os.listdir(WRITABLE):
         found.append(f"{WRITABLE} not empty after the wipe")
+    found += baseline.problems()
     if counters.sysv_objects_left():
         found.append("System V IPC objects left")
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
@@ -726,6 +845,7 @@ def main(config):
     counters = _Counters()
     gc.freeze()
     heavy = False  # the kind of child forked ahead: the kind the last snippet needed
+    baseline = _Baseline(counters)
     child = _Child(config)
     os.write(1, READY_MARKER)
     while True:
@@ -754,11 +874,13 @@ def main(config):
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
             continue
-        problems = _problems(uid, gid, zygote, exits, counters, alone)
+        problems = _problems(uid, gid, zygote, exits, counters, alone, baseline)
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:
                 child = _Child(config, zygote if heavy else None)
             except (OSError, RuntimeError) as exc:
                 problems.append(f"cannot fork the next child: {exc!r}")
-        _send(CLEANUP, json.dumps({"clean": not problems, "problems": problems}).encode())
+        verdict = {"clean": not problems, "problems": problems}
+        verdict["memory_grown_kb"] = baseline.memory_grown >> 10
+        _send(CLEANUP, json.dumps(verdict).encode())
