@@ -313,6 +313,8 @@ class Comparer:
         if p[0] == "text" and g[0] == "text":
             if p[1] and p[1] == g[1]:
                 return _equal(Reason.TEXT_MATCH)
+            if _explained_yes_no(p[1], g[1]) or _explained_yes_no(g[1], p[1]):
+                return _equal(Reason.TEXT_MATCH, "yes/no with an explanation")
             return _unequal(Reason.PARSE_ERROR if failed else Reason.NOT_EQUAL)
         return _unequal(Reason.PARSE_ERROR if failed else Reason.STRUCTURE_MISMATCH, "text vs math")
 
@@ -410,6 +412,11 @@ class Comparer:
             return self.compare(vp.rhs, vg.rhs)
         if vp.kind == vg.kind == "assign" and _same_label(vp.lhs, vg.lhs):
             return self.compare(vp.rhs, vg.rhs)
+        bound = _bound_variables(vp.lhs, vg.lhs)
+        if bound is not None:  # f(x) = x vs f(z) = z: the argument is a bound variable
+            return self.compare(
+                ("expr", _rename(vp.rhs[1], bound[0])), ("expr", _rename(vg.rhs[1], bound[1]))
+            )
         res = None
         if all(a[0] == "expr" for a in (vp.lhs, vp.rhs, vg.lhs, vg.rhs)):
             dp = _sub(vp.lhs[1], vp.rhs[1])
@@ -615,6 +622,48 @@ class Comparer:
         if len(kp) and len(outs) == 0:
             outs.append(_equal(Reason.NUMERIC_EQUAL))
         return weakest(outs)
+
+
+_HEDGES = frozenset(
+    "no not yes but only if unless except however sometimes maybe perhaps depends when cannot "
+    "can't never isn't doesn't don't impossible possibly".split()
+)
+
+
+def _explained_yes_no(key: str, bare: str) -> bool:
+    """``Yes, it is possible`` answers ``Yes``: the bare word, then words that neither hedge
+    nor contradict it (``Yes, but only if n is even`` and ``No, yes`` do not count)."""
+    if bare not in ("yes", "no"):
+        return False
+    words = key.split()
+    return len(words) > 1 and words[0] == bare and not _HEDGES.intersection(words[1:])
+
+
+_BOUND = "\\boundvar"
+_FUNCTION_NAMES = frozenset("f g h p q r u v w F G H P Q".split())
+
+
+def _bound_variables(a: Answer, b: Answer) -> tuple[str, str] | None:
+    """The arguments of two one-variable definitions of the same function, ``f(x)`` and
+    ``f(z)`` with ``x != z``; None for anything else."""
+    if a[0] != "expr" or b[0] != "expr":
+        return None
+    na, nb = a[1], b[1]
+    for n in (na, nb):
+        if n[0] != "mul" or len(n[1]) != 2 or any(c[0] != "sym" for c in n[1]):
+            return None
+    if na[1][0] != nb[1][0] or na[1][1] == nb[1][1] or na[1][0][1] not in _FUNCTION_NAMES:
+        return None
+    return na[1][1][1], nb[1][1][1]
+
+
+def _rename(node: Ast, var: str) -> Ast:
+    """``node`` with the symbol ``var`` replaced by one fresh bound-variable name."""
+    if node == ("sym", var):
+        return ("sym", _BOUND)
+    if node[0] == "sx":
+        return node
+    return tuple(_rename(c, var) if isinstance(c, tuple) and c else c for c in node)
 
 
 def _same_label(a: Answer, b: Answer) -> bool:

@@ -197,7 +197,7 @@ class _Parser:
             items.append(self.parse_rel())
             if len(items) > MAX_ITEMS:
                 raise ParseError("too many items")
-            if self.at(",", ";"):
+            if self.at(",", ";", "\\lor"):
                 seps.append(self.next().text)
                 if self.peek() is None or self.at(*stops):
                     return items, seps  # trailing separator
@@ -310,6 +310,8 @@ class _Parser:
                 cur = ("div", cur, self.parse_unary())
             elif self._starts_factor():
                 t = self.peek()
+                if t is not None and t.kind == "num" and _ends_in_literal(cur):
+                    raise ParseError("two numbers side by side")  # "3 7" is not 21
                 if n_factors == 1 and t is not None and t.text == "\\frac" and _is_int_lit(cur):
                     f = self.parse_power()
                     if f[0] == "div" and f[1][0] == "int" and f[2][0] == "int":
@@ -585,6 +587,9 @@ class _Parser:
         if name == "lceil":
             return ("ceil", self.parse_group("\\rceil"))
         if name == "{":
+            builder = self._set_builder()
+            if builder is not None:
+                return builder
             self.enter()
             items, _ = self.parse_seq(("\\}",))
             self.leave()
@@ -597,6 +602,42 @@ class _Parser:
         if name.isalpha() and name not in _NOT_SYMBOLS:
             return ("sym", "\\" + name)  # unknown macro: an opaque name (\zzz, \ell, \hbar)
         raise ParseError(f"unsupported command \\{name}")
+
+    def _set_builder(self) -> Ast | None:
+        """``\\{x \\mid -1 < x < 1\\}``, ``\\{x : ..\\}``, ``\\{x \\in \\mathbb{R} \\mid ..\\}``:
+        the solution set of inequalities in ``x`` (one, or several joined by "or"); None when
+        the braces do not open a set-builder."""
+        t = self.peek()
+        if t is None or t.kind != "id":
+            return None
+        k = 1
+        if self.at_offset(1, "\\in"):
+            domain = [u.text for u in self.toks[self.i + 2 : self.i + 6]]
+            if domain[:4] == ["\\mathbb", "{", "R", "}"]:
+                k = 6
+            elif domain[:2] == ["\\mathbb", "R"]:
+                k = 4
+            else:
+                return None
+        if not self.at_offset(k, "|", ":"):
+            return None
+        self.i += k + 1
+        self.enter()
+        items, seps = self.parse_seq(("\\}",))
+        self.leave()
+        self.expect("\\}")
+        ok = (
+            items
+            and all(sep == "\\lor" for sep in seps)
+            and all(_inequality_in(x, t.text) for x in items)
+        )
+        if not ok:
+            raise ParseError("unsupported set-builder condition")
+        return ("union_", tuple(items)) if len(items) > 1 else items[0]
+
+    def at_offset(self, k: int, *texts: str) -> bool:
+        t = self.peek(k)
+        return t is not None and t.kind in ("ch", "cmd") and t.text in texts
 
     def parse_bigop(self, name: str) -> Ast:
         var = lo = hi = None
@@ -682,8 +723,22 @@ class _Parser:
 
 _NOT_SYMBOLS = frozenset(
     "end right left rfloor rceil cup cap setminus in notin leq geq neq approx cdot times div "
-    "pm mp circ prime to mapsto implies iff text frac sqrt int lim oint partial nabla".split()
+    "pm mp circ prime to mapsto implies iff text frac sqrt int lim oint partial nabla "
+    "lor land".split()
 )
+
+
+def _inequality_in(node: Ast, var: str) -> bool:
+    """A parsed inequality (chain) whose only variable is ``var``."""
+    if node[0] != "rel_" or any(op in ("=", "~", "in") for op in node[1]):
+        return False
+    if contains(node[2], _STRUCTURAL):
+        return False
+    return all(free_symbols(part) <= {var} for part in node[2]) and any(
+        free_symbols(part) for part in node[2]
+    )
+
+
 _INVERSE = {"sin": "arcsin", "cos": "arccos", "tan": "arctan", "cot": "arccot"}
 
 
@@ -695,6 +750,13 @@ def _prime(base: Ast) -> Ast:
     if base[0] != "sym":
         raise ParseError("prime on a non-symbol")
     return ("sym", base[1] + "'")
+
+
+def _ends_in_literal(node: Ast) -> bool:
+    """A bare number literal, or a product ending in one (``2^6 3^5`` is a product)."""
+    if node[0] == "mul":
+        node = node[1][-1]
+    return node[0] in ("int", "dec")
 
 
 def _is_int_lit(node: Ast) -> bool:
@@ -775,6 +837,7 @@ _TIME = re.compile(r"(?i)^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(a\.?\s*m\.?|p\.?\s*m
 _CHOICE = re.compile(r"^\(\s*([A-Za-z])\s*\)$|^([A-Z])\s*\)$|^(?i:option|choice)\s+([A-Za-z])$")
 _TEXT = re.compile(r"^[A-Za-z][A-Za-z'\- ]*[A-Za-z.]$")
 _LONG_WORD = re.compile(r"[A-Za-z]{3,}")
+_YES_NO = re.compile(r"(?i)^(?:yes|no)[ ,.;:!\-]+[A-Za-z][A-Za-z' ,.;:!\-]*$")
 
 
 def _time_answer(s: str) -> Answer | None:
@@ -798,6 +861,8 @@ def _word_answer(s: str) -> Answer | None:
         return ("letter", next(g for g in m.groups() if g), True)
     if len(s) == 1 and s.isalpha():
         return ("letter", s, False)
+    if _YES_NO.match(s):
+        return ("text", text_key(s), False)
     if _TEXT.match(s):
         words = _LONG_WORD.findall(s)
         if any(w.lower() not in _PLAIN_WORDS for w in words):
@@ -838,6 +903,11 @@ def parse_answer(s: str) -> Answer:
 
 
 def _top_answer(items: list, seps: list[str]) -> Answer:
+    if "\\lor" in seps:
+        var = _one_variable(items)
+        if all(sep == "\\lor" for sep in seps) and var is not None:
+            return ("union", tuple(to_answer(x) for x in items))  # x < -1 or x > 1
+        seps = ["," if sep == "\\lor" else sep for sep in seps]
     if ";" in seps and "," in seps:
         groups: list[list] = [[]]
         for i, item in enumerate(items):
@@ -856,6 +926,15 @@ def _top_answer(items: list, seps: list[str]) -> Answer:
         return alts[0] if len(alts) == 1 else ("coll", "list", tuple(alts))
     elems = [a for item in items for a in expand(to_answer(item))]
     return _collection("list", elems)
+
+
+def _one_variable(items: list) -> str | None:
+    """The variable of a list of inequalities that all have the same single variable."""
+    names = {name for x in items if x[0] == "rel_" for part in x[2] for name in free_symbols(part)}
+    if len(names) != 1:
+        return None
+    var = next(iter(names))
+    return var if all(_inequality_in(x, var) for x in items) else None
 
 
 def _collection(kind: str, elems: list) -> Answer:
