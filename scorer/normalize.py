@@ -19,7 +19,7 @@ import bisect
 import re
 from collections.abc import Callable
 
-from scorer.extract import mask_tool_blocks, matching_brace
+from scorer.extract import THINK_CLOSE, mask_hidden, mask_tool_blocks, matching_brace
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -117,9 +117,47 @@ def _boxes_join(between: str) -> bool:
     return not re.search(r"[A-Za-z]", rest)
 
 
+_BOLD_GROUP = re.compile(r"\\(?:textbf|mathbf|bm|boldsymbol|mathrm|displaystyle)\s*$")
+
+
+def _answer_boxes(s: str) -> list[tuple[int, int, str]]:
+    """The boxes that state an answer: not nested in a group (``\\text{\\boxed{37}} 5``, a
+    box inside a box's content) other than bold / upright formatting, and not an operand of
+    the text around it (``5\\boxed{37}``, ``\\boxed{37} 5``)."""
+    boxes = find_boxed(s)
+    if not boxes:
+        return boxes
+    starts = {b[0] for b in boxes}
+    top: set[int] = set()
+    stack: list[bool] = []  # True for a group that hides nothing (\textbf{..})
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if i in starts and all(stack):
+            top.add(i)
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            stack.append(_BOLD_GROUP.search(s, max(0, i - 20), i) is not None)
+        elif c == "}" and stack:
+            stack.pop()
+        i += 1
+    out = []
+    for b in boxes:
+        if b[0] not in top:
+            continue
+        before = s[b[0] - 1 : b[0]]
+        after = s[b[1] :].lstrip(" }")[:1]
+        if before.isdigit() or before in (")", "]") or after.isdigit():
+            continue
+        out.append(b)
+    return out
+
+
 def last_boxed_run(s: str) -> tuple[int, str] | None:
     """(start, joined content) of the last run of connected boxes, or None."""
-    boxes = find_boxed(s)
+    boxes = _answer_boxes(s)
     if not boxes:
         return None
     run = [boxes[-1]]
@@ -307,8 +345,18 @@ def _looks_like_sentence(s: str) -> bool:
     words = [w for w in _prose_words(s) if w.lower() not in _NOT_PROSE]
     if any(len(w) >= 4 for w in words):
         return True
-    lower = [w for w in words if w[0].islower() and len(w) >= 2 and w not in UNIT_WORDS]
+    lower = [w for w in words if w in _SHORT_WORDS]
     return len(lower) >= 2
+
+
+# Words of 2-3 letters that count as prose; any other short run (``ab cd``) may be a product.
+_SHORT_WORDS = frozenset(
+    """is it the of so we to be an as at in on or if no not and for all any are was has had get
+    got can its one two six ten our you but yes let use see say may out how why who now per via
+    than then thus she he his her they them do does did set put sum add try end way new old
+    also both each from into only over such that this when with what which will have been were
+    give gives find show here there true false""".split()
+)
 
 
 def _math_mode(s: str) -> bool:
@@ -326,7 +374,10 @@ def extract_final_answer(text: str) -> str:
     Priority: the later of (last run of boxes, last "final answer ..." phrase); else the last
     math segment or number when the text is prose; else the whole text.
     """
-    s = literal_newlines(fix_double_escapes(mask_tool_blocks(text)))
+    s = literal_newlines(fix_double_escapes(mask_hidden(mask_tool_blocks(text))))
+    think = s.rfind(THINK_CLOSE)
+    if think >= 0:
+        s = s[think + len(THINK_CLOSE) :]  # boxes in the reasoning are drafts
     box = last_boxed_run(s)
     fa = None
     for m in _FINAL_ANSWER.finditer(s):
@@ -348,6 +399,8 @@ def extract_final_answer(text: str) -> str:
 def _answer_from_segment(s: str) -> str:
     if not (math_segments(s) or _looks_like_sentence(s)) or _math_mode(s):
         return s
+    if s.rstrip().endswith("?"):
+        return s  # a question (a restated problem) is not an answer
     cands = _math_and_number_candidates(s)
     if not cands:
         return s
