@@ -625,18 +625,25 @@ class Comparer:
 
 
 _HEDGES = frozenset(
-    "no not yes but only if unless except however sometimes maybe perhaps depends when cannot "
-    "can't never isn't doesn't don't impossible possibly".split()
+    "but only if unless except however sometimes maybe perhaps possibly depends when".split()
+)
+_NEGATIONS = frozenset(
+    "no not cannot can t never isn doesn don aren impossible none nothing".split()
 )
 
 
 def _explained_yes_no(key: str, bare: str) -> bool:
     """``Yes, it is possible`` answers ``Yes``: the bare word, then words that neither hedge
-    nor contradict it (``Yes, but only if n is even`` and ``No, yes`` do not count)."""
+    nor contradict it (``Yes, but only if n is even``, ``Yes, it is not`` and ``No, yes`` do
+    not count; ``No, there is no such n`` does)."""
     if bare not in ("yes", "no"):
         return False
     words = key.split()
-    return len(words) > 1 and words[0] == bare and not _HEDGES.intersection(words[1:])
+    if len(words) < 2 or words[0] != bare:
+        return False
+    rest = set(words[1:])
+    against = _NEGATIONS if bare == "yes" else {"yes"}
+    return not (rest & _HEDGES or rest & against)
 
 
 _BOUND = "\\boundvar"

@@ -728,7 +728,7 @@ def split_connectors(s: str) -> str:
 
 
 _ORDINAL = re.compile(
-    r"(?<![\w.])(\d+)(?:\s*\^\s*\{\s*(st|nd|rd|th)\s*\}|(st|nd|rd|th))(?![A-Za-z])"
+    r"(?<![\w.])(?<!_\{)(\d+)(?:\s*\^\s*\{\s*(st|nd|rd|th)\s*\}|(st|nd|rd|th))(?![A-Za-z])"
 )
 
 

@@ -837,7 +837,7 @@ _TIME = re.compile(r"(?i)^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(a\.?\s*m\.?|p\.?\s*m
 _CHOICE = re.compile(r"^\(\s*([A-Za-z])\s*\)$|^([A-Z])\s*\)$|^(?i:option|choice)\s+([A-Za-z])$")
 _TEXT = re.compile(r"^[A-Za-z][A-Za-z'\- ]*[A-Za-z.]$")
 _LONG_WORD = re.compile(r"[A-Za-z]{3,}")
-_YES_NO = re.compile(r"(?i)^(?:yes|no)[ ,.;:!\-]+[A-Za-z][A-Za-z' ,.;:!\-]*$")
+_YES_NO = re.compile(r"(?i)^(?:yes|no)(?:[ ,.;:!\-]+[A-Za-z][A-Za-z' ,.;:!\-]*)?$")
 
 
 def _time_answer(s: str) -> Answer | None:
