@@ -173,7 +173,7 @@ def eq_view(rel: Answer) -> EqView:
 
 
 def _is_region(a: Answer) -> bool:
-    return a[0] in ("interval", "union", "namedset")
+    return a[0] in ("interval", "union", "namedset", "rminus")
 
 
 def _pair_like(a: Answer) -> bool:
@@ -228,6 +228,19 @@ def _bound(node: Ast) -> Fraction | None:
         return -INF
     v = _try_exact(node)
     return v if isinstance(v, Fraction) and abs(v) < INF else None
+
+
+def _punctured_line(points: tuple) -> list | None:
+    """``R \\ {a, b}`` as open intervals between its exact points, sorted; None otherwise."""
+    values = []
+    for p in points:
+        v = _bound(p[1]) if p[0] == "expr" else None
+        if v is None or abs(v) >= INF:
+            return None
+        values.append((v, p[1]))
+    values.sort(key=lambda t: t[0])
+    ends = [_NEG_OO] + [node for _, node in values] + [_OO]
+    return [("iv", True, lo, hi, True) for lo, hi in zip(ends, ends[1:], strict=False)]
 
 
 def _nonempty(iv: tuple) -> bool:
@@ -518,6 +531,8 @@ class Comparer:
                     return None
                 out.extend(c)
             return out
+        if k == "rminus":
+            return _punctured_line(a[1])
         if k == "namedset":
             if a[1] == "R":
                 return [("iv", True, _NEG_OO, _OO, True)]

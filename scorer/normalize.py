@@ -309,6 +309,7 @@ _NOT_PROSE = frozenset(
 )
 
 
+_TEXT_MODE_NAMES = ("text", "textnormal", "textrm", "textsf", "textup", "mbox", "hbox", "textit")
 _LATEX_NAMES = re.compile(r"\\(?:begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+")
 _LETTER_RUN = re.compile(r"(?<![\\A-Za-z])[A-Za-z][A-Za-z']*")
 _GLUE = frozenset("0123456789+-*/^_=<>()[]{}|!\\")  # a letter run touching one is algebra
@@ -359,11 +360,17 @@ _SHORT_WORDS = frozenset(
 )
 
 
+_STARTS_WITH_TEXT = re.compile(r"\s*\\(?:" + "|".join(_TEXT_MODE_NAMES) + r")\s*\{")
+
+
 def _math_mode(s: str) -> bool:
-    """LaTeX written without delimiters whose only words are inside ``\\text{}``: a formula
-    with annotations (``f(x)=0 \\text{ for all } x``, a ``cases`` environment with
-    ``\\text{otherwise}``), never reduced to one of its numbers."""
+    """LaTeX written without delimiters whose only words are inside ``\\text{}`` and come after
+    the math: a formula with annotations (``f(x)=0 \\text{ for all } x``, a ``cases``
+    environment with ``\\text{otherwise}``), never reduced to one of its numbers.
+    ``\\text{The answer is } 5`` starts with its words: that is a sentence."""
     if "\\" not in s or math_segments(s):
+        return False
+    if _STARTS_WITH_TEXT.match(s) and "\\begin" not in s:
         return False
     return not _looks_like_sentence(replace_command(s, _TEXT_MODE, lambda a: " "))
 
@@ -544,7 +551,7 @@ def canonical_commands(s: str) -> str:
     return s
 
 
-_TEXT_MODE = ("text", "textnormal", "textrm", "textsf", "textup", "mbox", "hbox", "textit")
+_TEXT_MODE = _TEXT_MODE_NAMES
 _MATH_MODE = (
     "textbf",
     "mathrm",
@@ -702,6 +709,11 @@ _CONNECTORS = re.compile(
 
 
 _INEQUALITY = re.compile(r"[<>]|\\(?:leq|geq|neq)(?![A-Za-z])")
+# An interval that cannot be a pair: an infinite end or mixed brackets.
+_INTERVAL = re.compile(
+    r"\s*(?:[(\[][^()\[\],]*,[^()\[\],]*\\infty\s*[)\]]|[(\[]\s*-?\s*\\infty[^()\[\],]*,"
+    r"[^()\[\],]*[)\]]|\([^()\[\],]*,[^()\[\],]*\]|\[[^()\[\],]*,[^()\[\],]*\))\s*"
+)
 
 
 def split_connectors(s: str) -> str:
@@ -710,7 +722,8 @@ def split_connectors(s: str) -> str:
     The comma is followed by a space so the items are never re-read as one number with a
     thousands separator or a decimal comma (``12 and 345`` is not 12345, ``6 and 8`` not 6.8).
     ``or`` between two inequalities (``x < -1 or x > 1``) becomes ``\\lor``: the parser reads
-    it as the union of their solution sets, where a comma would mean a list.
+    it as the union of their solution sets, where a comma would mean a list. Between two
+    intervals that cannot be pairs (an infinite end, mixed brackets) it becomes ``\\cup``.
     """
     out: list[str] = []
     pos = 0
@@ -720,15 +733,20 @@ def split_connectors(s: str) -> str:
         after = s[m.end() : matches[k + 1].start() if k + 1 < len(matches) else len(s)]
         is_or = m.group(0).strip(" ,").lower() == "or"
         both_ineq = _INEQUALITY.search(before) and _INEQUALITY.search(after)
+        intervals = _INTERVAL.fullmatch(before) and _INTERVAL.fullmatch(after)
         out.append(before)
-        out.append(" \\lor " if is_or and both_ineq else ", ")
+        if is_or and intervals:
+            out.append(" \\cup ")
+        else:
+            out.append(" \\lor " if is_or and both_ineq else ", ")
         pos = m.end()
     out.append(s[pos:])
     return "".join(out).strip(", ")
 
 
 _ORDINAL = re.compile(
-    r"(?<![\w.])(?<!_\{)(\d+)(?:\s*\^\s*\{\s*(st|nd|rd|th)\s*\}|(st|nd|rd|th))(?![A-Za-z])"
+    r"(?<![\w.])(?<!_\{)(\d+)(?:\s*\^\s*(?:\{\s*(st|nd|rd|th)\s*\}|(st|nd|rd|th))|(st|nd|rd|th))"
+    r"(?![A-Za-z])"
 )
 
 
@@ -743,7 +761,7 @@ def drop_ordinal_suffix(s: str) -> str:
     number is dropped (``2th`` stays: it may be ``2 t h``)."""
 
     def repl(m: re.Match[str]) -> str:
-        suffix = m.group(2) or m.group(3)
+        suffix = m.group(2) or m.group(3) or m.group(4)
         return m.group(1) if suffix == _ordinal_suffix(int(m.group(1))) else m.group(0)
 
     return _ORDINAL.sub(repl, s)

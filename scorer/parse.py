@@ -22,6 +22,7 @@ Answers (``Answer``)::
     ("coll", kind, elems)                  kind: "set" \\{..\\} | "tuple" (..) | "blist" [..]
                                            | "list" (bare a, b, c or {a, b})
     ("interval", left_open, lo, hi, right_open)      ("union", parts)    ("in", var, set)
+    ("rminus", points)                     R \\ {a, b}
     ("namedset", "R")   ("ratio", parts)   ("time", seconds)
     ("letter", ch, explicit)   ("text", words, parse_failed)
 """
@@ -241,6 +242,11 @@ class _Parser:
         parts = [first]
         while self.at("\\cup", "\\cap", "\\setminus"):
             op = self.next().text
+            if op == "\\setminus" and parts == [("namedset_", "R")]:
+                points = self.parse_add()  # R \ {a, b}: the reals but finitely many points
+                if points[0] != "setlit_" or self.at("\\cup", "\\cap", "\\setminus"):
+                    raise ParseError("only R minus a finite set is supported")
+                return ("rminus_", points[1])
             if op != "\\cup":
                 raise ParseError("only unions of sets are supported")
             parts.append(self.parse_add())
@@ -972,6 +978,8 @@ def to_answer(node: Ast) -> Answer:
         return ("coll", "list", tuple(to_answer(x) for x in node[1]))
     if tag == "union_":
         return ("union", tuple(to_answer(x) for x in node[1]))
+    if tag == "rminus_":
+        return ("rminus", tuple(to_answer(x) for x in node[1]))
     if tag == "ratio_":
         return ("ratio", tuple(_expr_of(to_answer(x)) for x in node[1]))
     if tag == "rel_":
@@ -1009,7 +1017,18 @@ def _expr_of(ans: Answer) -> Ast:
 
 
 _STRUCTURAL = frozenset(
-    {"paren_", "brace_", "setlit_", "emptyset_", "namedset_", "system_", "union_", "ratio_", "rel_"}
+    {
+        "paren_",
+        "brace_",
+        "setlit_",
+        "emptyset_",
+        "namedset_",
+        "system_",
+        "union_",
+        "rminus_",
+        "ratio_",
+        "rel_",
+    }
 )
 
 

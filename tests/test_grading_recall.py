@@ -41,6 +41,10 @@ CLASSES = {
             ("x < -1 or x > 1", "x \\in (-\\infty,-1)\\cup(1,\\infty)"),
             ("x \\leq 0 \\text{ or } x \\geq 2", "(-\\infty, 0] \\cup [2, \\infty)"),
             ("x>1 or x<-1", "x<-1 or x>1"),
+            ("(-\\infty,-1) \\text{ or } (1,\\infty)", "(-\\infty,-1)\\cup(1,\\infty)"),
+            ("\\{x \\mid x \\leq -1\\} \\cup \\{x \\mid x \\geq 1\\}", "|x| \\geq 1"),
+            ("\\mathbb{R} \\setminus \\{3, -1\\}", "(-\\infty,-1)\\cup(-1,3)\\cup(3,\\infty)"),
+            ("\\mathbb{R} \\setminus \\{2\\}", "x \\neq 2"),
         ],
         [
             ("x<-1 \\text{ or } x>1", "(-1,1)"),
@@ -48,6 +52,10 @@ CLASSES = {
             ("x<-1 \\text{ or } y>1", "(-\\infty,-1)\\cup(1,\\infty)"),
             ("x>-1 \\text{ and } x<1", "(-\\infty,-1)\\cup(1,\\infty)"),
             ("x>-1 \\text{ and } x<1", "\\mathbb{R}"),
+            ("(1,2) or (3,4)", "(1,2)\\cup(3,4)"),  # may be two pairs
+            ("(-\\infty,-1) \\text{ or } (1,\\infty)", "(-\\infty,-1]\\cup(1,\\infty)"),
+            ("\\mathbb{R} \\setminus \\{3\\}", "(-\\infty,2)\\cup(2,\\infty)"),
+            ("\\mathbb{R} \\setminus \\{2\\}", "\\mathbb{R}"),
         ],
     ),
     "ordinals": (
@@ -57,6 +65,7 @@ CLASSES = {
             ("1st", "1"),
             ("22nd", "22"),
             ("13^{\\text{th}}", "13"),
+            ("13^\\text{th}", "13"),
         ],
         [("12^{th}", "13"), ("2th", "2"), ("11st", "11"), ("x^{th}", "x"), ("3rd", "4")],
     ),
