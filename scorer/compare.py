@@ -617,10 +617,13 @@ class Comparer:
         if len(pending_p) * len(gs) + len(pending_g) * len(ps) > MAX_PAIRWISE:
             return _unequal(Reason.STRUCTURE_MISMATCH, "too many items to match")
         undecided = False
+        labelled = _distinct_labels(ps, gs)
         for side, pool, forward in ((pending_p, gs, True), (pending_g, ps, False)):
             for a in side:
                 found = None
                 for b in pool:
+                    if labelled and _assigned_label(a) != _assigned_label(b):
+                        continue  # x = 1, y = 2 is not y = 1, x = 2
                     try:
                         o = self.compare(a, b) if forward else self.compare(b, a)
                     except Undecided:
@@ -686,6 +689,22 @@ def _rename(node: Ast, var: str) -> Ast:
     if node[0] == "sx":
         return node
     return tuple(_rename(c, var) if isinstance(c, tuple) and c else c for c in node)
+
+
+def _assigned_label(a: Answer):
+    """The label of an assignment ``x = 5`` (comparison key), else None."""
+    if a[0] != "rel" or any(op != "=" for op in a[1]):
+        return None
+    view = eq_view(a)
+    return _label_key(view.lhs) if view.kind == "assign" else None
+
+
+def _distinct_labels(ps: tuple, gs: tuple) -> bool:
+    """Both sides assign the same several labels (``x = 1, y = 2`` vs ``y = 2, x = 1``): then
+    items match by label, never across labels."""
+    lp = {_assigned_label(a) for a in ps}
+    lg = {_assigned_label(b) for b in gs}
+    return None not in lp and lp == lg and len(lp) > 1
 
 
 def _same_label(a: Answer, b: Answer) -> bool:

@@ -209,6 +209,10 @@ NEAR_MISSES = {
         ("\\{x \\in \\mathbb{Z} \\mid -1 < x < 1\\}", "(-1,1)"),
         ("\\{x \\mid -1 < y < 1\\}", "(-1,1)"),
         ("\\{x : x < 1, x > -1\\}", "\\mathbb{R}"),
+        ("x = 1, y = 2", "x = 2, y = 1"),  # labelled items match by label
+        ("a = 3, b = 4", "b = 3, a = 4"),
+        ("(1,2) or (3,4)", "(1,2)\\cup(3,4)"),
+        ("\\mathbb{R} \\setminus \\{2\\}", "\\mathbb{R}"),
     ],
     "tolerance": [
         ("0.334", "\\frac13"),
