@@ -458,6 +458,8 @@ class Comparer:
         ops, parts = rel[1], rel[2]
         if any(a[0] != "expr" for a in parts):
             return None
+        if len(ops) >= 2 and not (is_constant(parts[0]) and is_constant(parts[-1])):
+            return None  # an ordering (f(2) < f(1) < f(4)), not a range of one unknown
         if len(ops) == 1:
             left, right = parts
             op = ops[0]
@@ -730,10 +732,12 @@ def _simple_var(a: Answer) -> bool:
 
 
 def _relation_var(rel: Answer):
+    """The variables of an inequality (``x > 2`` -> {x}, ``1 <= |z| <= 2`` -> {z})."""
+    names: set[str] = set()
     for part in rel[2]:
         if part[0] == "expr" and not is_constant(part):
-            return canonical(part[1]) if _simple_var(part) else None
-    return None
+            names |= free_symbols(part[1])
+    return frozenset(names) or None
 
 
 def _one_sided(rel: Answer) -> tuple[Ast, str] | None:

@@ -627,18 +627,25 @@ class _Parser:
                 return None
         if not self.at_offset(k, "|", ":"):
             return None
+        start, depth = self.i, self.depth
         self.i += k + 1
-        self.enter()
-        items, seps = self.parse_seq(("\\}",))
-        self.leave()
-        self.expect("\\}")
+        try:
+            self.enter()
+            items, seps = self.parse_seq(("\\}",))
+            self.leave()
+            self.expect("\\}")
+        except TooDeep:
+            raise
+        except ParseError:
+            items, seps = [], []
         ok = (
             items
             and all(sep == "\\lor" for sep in seps)
             and all(_inequality_in(x, t.text) for x in items)
         )
-        if not ok:
-            raise ParseError("unsupported set-builder condition")
+        if not ok:  # not a condition on x: read the braces as before (\{a : b\} is a ratio)
+            self.i, self.depth = start, depth
+            return None
         return ("union_", tuple(items)) if len(items) > 1 else items[0]
 
     def at_offset(self, k: int, *texts: str) -> bool:

@@ -14,16 +14,19 @@ many pairs it tried (the figures in docs/scorer.md).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from scorer.equivalence import verify
+from scorer.equivalence import prepare, verify
 from scorer.rewards import reward_config, score_text
 from scorer.verdict import Reason
 
@@ -209,6 +212,8 @@ NEAR_MISSES = {
         ("\\{x \\in \\mathbb{Z} \\mid -1 < x < 1\\}", "(-1,1)"),
         ("\\{x \\mid -1 < y < 1\\}", "(-1,1)"),
         ("\\{x : x < 1, x > -1\\}", "\\mathbb{R}"),
+        ("f(3) < f(1) < f(4)", "f(2) < f(1) < f(4)"),  # an ordering, not a range
+        ("1 \\leq |q| \\leq \\frac32", "1 \\leq |z| \\leq \\frac32"),
         ("x = 1, y = 2", "x = 2, y = 1"),  # labelled items match by label
         ("a = 3, b = 4", "b = 3, a = 4"),
         ("(1,2) or (3,4)", "(1,2)\\cup(3,4)"),
@@ -390,6 +395,26 @@ def test_decimal_tolerance_near_misses(p: int, q: int, sig: int, delta: int) -> 
     two_figures = (Decimal(p) / Decimal(q)).quantize(Decimal(1).scaleb(exp + sig - 2))
     if Fraction(two_figures) != value:
         rejected(format(two_figures, "f"), f"\\frac{{{p}}}{{{q}}}")
+
+
+def _numeric_golds() -> list[str]:
+    """The golds of tests/data/grader_cases.jsonl whose normalized form is numbers only."""
+    rows = [json.loads(line) for line in GRADER_CASES.read_text().splitlines() if line.strip()]
+    golds = {prepare(str(r["gold"])) for r in rows if not r.get("suspect_label")}
+    return sorted(g for g in golds if g and len(g) < 60 and not _LETTERS.search(g))
+
+
+GRADER_CASES = Path(__file__).parent / "data" / "grader_cases.jsonl"
+_LETTERS = re.compile(r"(?<!\\)\b[A-Za-z]|_|=|\\(?:text|mathrm|mbox)")
+
+
+@pytest.mark.parametrize("gold", _numeric_golds())
+def test_every_digit_of_real_golds_perturbed(gold: str) -> None:
+    """Every digit of every numeric gold in the upstream grader cases, moved by 1 and by 5."""
+    for m in re.finditer(r"\d", gold):
+        for step in (1, 5):
+            i = m.start()
+            rejected(gold[:i] + str((int(gold[i]) + step) % 10) + gold[i + 1 :], gold)
 
 
 # --------------------------------------------------------------------------------------------
