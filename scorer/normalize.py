@@ -878,6 +878,25 @@ def strip_trailing_units(s: str) -> str:
     return _UNIT_TAIL.sub(repl, s)
 
 
+_ALL_REALS = re.compile(
+    r"(?i)(?:the\s+set\s+of\s+)?all\s+real\s+(?:numbers?|values?|x)|every\s+real\s+number"
+)
+_NO_SOLUTION = re.compile(
+    r"(?i)(?:there\s+(?:is|are)\s+)?no\s+(?:real\s+)?solutions?|the\s+empty\s+set"
+)
+
+
+def name_sets_in_words(s: str) -> str:
+    """A whole answer "all real numbers" -> ``\\mathbb{R}``; "no solution" / "the empty set"
+    -> ``\\emptyset``. Only the whole answer: "all real numbers except 2" stays text."""
+    t = s.strip().rstrip(".")
+    if _ALL_REALS.fullmatch(t):
+        return "\\mathbb{R}"
+    if _NO_SOLUTION.fullmatch(t):
+        return "\\emptyset"
+    return s
+
+
 def strip_trailing_punct(s: str) -> str:
     """Trailing ``.``, ``,``, ``;``, a dangling ``\\\\`` or ``\\`` and wrapping quotes."""
     prev = None
@@ -924,6 +943,7 @@ STEPS: tuple[Callable[[str], str], ...] = (
     drop_universal_qualifier,
     strip_trailing_units,
     strip_trailing_punct,
+    name_sets_in_words,
     mixed_fraction_plain,
     join_spaced_thousands,
     collapse_whitespace,

@@ -135,6 +135,20 @@ CLASSES = {
             ("1 000 4/9", "1004/9"),
         ],
     ),
+    "sets-in-words": (
+        [
+            ("\\text{all real numbers}", "(-\\infty, \\infty)"),
+            ("All real numbers.", "\\mathbb{R}"),
+            ("\\text{No solution}", "\\emptyset"),
+            ("there are no real solutions", "\\{\\}"),
+        ],
+        [
+            ("\\text{all real numbers except } 2", "\\mathbb{R}"),
+            ("all real numbers", "(0, \\infty)"),
+            ("\\text{No solution}", "\\{0\\}"),
+            ("all positive real numbers", "\\mathbb{R}"),
+        ],
+    ),
     "for-all-qualifier": (
         [
             ("f(x)=0 \\text{ for all } x", "f(x) = 0"),
