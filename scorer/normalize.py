@@ -327,12 +327,21 @@ def _prose_words(s: str) -> list[str]:
         i, j = m.start(), m.end()
         if (i > 0 and s[i - 1] in _GLUE) or (j < n and s[j] in _GLUE):
             continue
-        left = s[:i].rstrip()[-1:]
-        right = s[j:].lstrip()[:1]
-        if (left and left in _OPS_LEFT) or (right and right in _OPS_RIGHT):
+        if _neighbour(s, i - 1, -1) in _OPS_LEFT or _neighbour(s, j, 1) in _OPS_RIGHT:
             continue
         words.append(m.group(0))
     return words
+
+
+def _neighbour(s: str, i: int, step: int) -> str:
+    """The first non-space character from ``i`` in direction ``step`` (a bounded look)."""
+    for _ in range(20):
+        if not 0 <= i < len(s):
+            return ""
+        if not s[i].isspace():
+            return s[i]
+        i += step
+    return ""
 
 
 def _looks_like_sentence(s: str) -> bool:
