@@ -230,6 +230,17 @@ def _bound(node: Ast) -> Fraction | None:
     return v if isinstance(v, Fraction) and abs(v) < INF else None
 
 
+def _reversed_interval(components: list) -> bool:
+    """An interval written with lo > hi (``[52427, 6866)``), or lo = hi with an open end: no
+    answer anyone means, so never "the same (empty) set" as another such interval."""
+    for c in components:
+        if c[0] == "iv":
+            a, b = _bound(c[2]), _bound(c[3])
+            if a is not None and b is not None and (a > b or (a == b and (c[1] or c[4]))):
+                return True
+    return False
+
+
 def _punctured_line(points: tuple) -> list | None:
     """``R \\ {a, b}`` as open intervals between its exact points, sorted; None otherwise."""
     values = []
@@ -501,6 +512,8 @@ class Comparer:
         cp, cg = self._components(p), self._components(g)
         if cp is None or cg is None:
             return _unequal(Reason.STRUCTURE_MISMATCH, "set vs non-set")
+        if _reversed_interval(cp) or _reversed_interval(cg):
+            return _unequal(Reason.STRUCTURE_MISMATCH, "an interval with its ends reversed")
         if len(cp) == len(cg):
             outs = []
             remaining = list(cg)

@@ -259,7 +259,26 @@ def _math_and_number_candidates(s: str) -> list[tuple[int, int, str]]:
                 body = body[:-1]
             cands.append((start, end, body if m.group(0) in body else m.group(0)))
     cands.sort()
-    return cands
+    return _join_listed(s, cands)
+
+
+_LIST_GAP = re.compile(r" *,? *(?:and|or)? *,? *")
+
+
+def _join_listed(s: str, cands: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Candidates linked only by *and* / *or* / commas are one list answer (``1 and 2 and 3``
+    is not 3); linked by spaces only, one answer (``2 1/2``)."""
+    out: list[tuple[int, int, str]] = []
+    for c in cands:
+        if out and c[0] < out[-1][1]:
+            continue  # a second number of the same formula
+        gap = s[out[-1][1] : c[0]] if out else None
+        if gap is not None and len(gap) < 12 and _LIST_GAP.fullmatch(gap):
+            sep = " " if not gap.strip() and gap else ", "
+            out[-1] = (out[-1][0], c[1], out[-1][2] + sep + c[2])
+        else:
+            out.append(c)
+    return out
 
 
 def _in_formula(text: str, start: int, end: int) -> bool:
@@ -352,7 +371,7 @@ def _looks_like_sentence(s: str) -> bool:
     """
     s = replace_command(s, _TEXT_MODE, lambda a: " " + a + " ")
     s = _LATEX_NAMES.sub(" ", s)
-    words = [w for w in _prose_words(s) if w.lower() not in _NOT_PROSE]
+    words = [w for w in _prose_words(s) if w.lower() not in _NOT_PROSE | UNIT_WORDS]
     if any(len(w) >= 4 for w in words):
         return True
     lower = [w for w in words if w in _SHORT_WORDS]
@@ -361,7 +380,7 @@ def _looks_like_sentence(s: str) -> bool:
 
 # Words of 2-3 letters that count as prose; any other short run (``ab cd``) may be a product.
 _SHORT_WORDS = frozenset(
-    """is it the of so we to be an as at in on or if no not and for all any are was has had get
+    """is it the of so we to be an as at in on if no not for all any are was has had get
     got can its one two six ten our you but yes let use see say may out how why who now per via
     than then thus she he his her they them do does did set put sum add try end way new old
     also both each from into only over such that this when with what which will have been were

@@ -214,6 +214,9 @@ NEAR_MISSES = {
         ("\\{x : x < 1, x > -1\\}", "\\mathbb{R}"),
         ("f(3) < f(1) < f(4)", "f(2) < f(1) < f(4)"),  # an ordering, not a range
         ("1 \\leq |q| \\leq \\frac32", "1 \\leq |z| \\leq \\frac32"),
+        ("1 and 2 and 3", "3"),  # a list is not its last item
+        ("38287, 3,423,996 apples, -25419", "-25419"),
+        ("[52427, 6866)", "[52477, 6866)"),  # reversed ends: no "same empty set"
         ("x = 1, y = 2", "x = 2, y = 1"),  # labelled items match by label
         ("a = 3, b = 4", "b = 3, a = 4"),
         ("(1,2) or (3,4)", "(1,2)\\cup(3,4)"),
@@ -395,6 +398,48 @@ def test_decimal_tolerance_near_misses(p: int, q: int, sig: int, delta: int) -> 
     two_figures = (Decimal(p) / Decimal(q)).quantize(Decimal(1).scaleb(exp + sig - 2))
     if Fraction(two_figures) != value:
         rejected(format(two_figures, "f"), f"\\frac{{{p}}}{{{q}}}")
+
+
+PLAIN_NUMBERS = st.one_of(
+    st.integers(0, 99_999).map(str),
+    st.tuples(st.integers(0, 99), st.integers(0, 999)).map(lambda t: f"{t[0]}.{t[1]}"),
+    st.tuples(st.integers(1, 50), st.integers(2, 50)).map(lambda t: f"\\frac{{{t[0]}}}{{{t[1]}}}"),
+    st.integers(1, 99).map(lambda k: f"{k}\\%"),
+    st.integers(1, 359).map(lambda d: f"{d}^\\circ"),
+)
+NUMBERS = st.one_of(PLAIN_NUMBERS, st.integers(1000, 10**7).map(_grouped))  # 1,234,567 too
+ITEMS = st.one_of(
+    NUMBERS,
+    st.tuples(NUMBERS, st.sampled_from(["cm", "km", "\\text{ m}", "apples", "dollars"])).map(
+        " ".join
+    ),
+    NUMBERS.map(lambda x: "-" + x),
+)
+COMPOSITES = st.one_of(
+    ITEMS,
+    st.lists(PLAIN_NUMBERS, min_size=2, max_size=4).map(lambda xs: "(" + ", ".join(xs) + ")"),
+    st.lists(PLAIN_NUMBERS, min_size=2, max_size=4, unique=True).map(
+        lambda xs: "\\{" + ", ".join(xs) + "\\}"
+    ),
+    st.tuples(
+        st.sampled_from([" and ", " or ", ", "]),
+        st.lists(ITEMS, min_size=2, max_size=4, unique=True),
+    ).map(lambda t: t[0].join(t[1])),
+    st.tuples(PLAIN_NUMBERS, PLAIN_NUMBERS).map(lambda t: f"[{t[0]}, {t[1]})"),
+    NUMBERS.map(lambda x: f"x = {x}"),
+)
+
+
+@examples(300)
+@given(COMPOSITES, st.data())
+def test_composite_answers_with_one_digit_changed(gold: str, data: st.DataObject) -> None:
+    """Lists joined by and / or / commas, units, percent, degrees, tuples, sets, intervals:
+    changing any one digit changes the answer (no rule may drop the part that changed)."""
+    digits = [i for i, c in enumerate(gold) if c.isdigit()]
+    i = data.draw(st.sampled_from(digits))
+    step = data.draw(st.integers(1, 9))
+    pred = gold[:i] + str((int(gold[i]) + step) % 10) + gold[i + 1 :]
+    rejected(pred, gold)
 
 
 def _numeric_golds() -> list[str]:
