@@ -162,14 +162,22 @@ class EqView:
 
 def eq_view(rel: Answer) -> EqView:
     """How an all-``=`` chain is read: ``x = 5`` assigns, ``1/2 = 10/9`` / ``x = 3+3 = 6``
-    states a value (the last part), ``2x + 4y = 3`` is a genuine equation."""
+    states a value (the last part), ``2x + 4y = 3`` is a genuine equation, and so is
+    ``x = 3x + 5``: a bare unknown that occurs on the right is solved for, not named."""
     parts = rel[2]
     first, last = parts[0], parts[-1]
-    if is_label(first):
+    if is_label(first) and not _defined_by_itself(first, parts[1:]):
         return EqView("assign", first, last)
     if is_constant(last) and (len(parts) >= 3 or is_constant(first)):
         return EqView("value", first, last)
     return EqView("equation", first, last)
+
+
+def _defined_by_itself(label: Answer, rest: tuple) -> bool:
+    if label[0] != "expr" or label[1][0] != "sym":
+        return False
+    name = label[1][1]
+    return any(part[0] == "expr" and name in free_symbols(part[1]) for part in rest)
 
 
 def _is_region(a: Answer) -> bool:

@@ -214,6 +214,8 @@ NEAR_MISSES = {
         ("\\{x : x < 1, x > -1\\}", "\\mathbb{R}"),
         ("f(3) < f(1) < f(4)", "f(2) < f(1) < f(4)"),  # an ordering, not a range
         ("1 \\leq |q| \\leq \\frac32", "1 \\leq |z| \\leq \\frac32"),
+        ("x = 3x + 5", "y = 3x + 5"),  # x = 3x + 5 is an equation, not a name for 3x + 5
+        ("n = 6n + 2ab", "y = 6n + 2ab"),
         ("1 and 2 and 3", "3"),  # a list is not its last item
         ("38287, 3,423,996 apples, -25419", "-25419"),
         ("[52427, 6866)", "[52477, 6866)"),  # reversed ends: no "same empty set"
