@@ -117,6 +117,7 @@ def _boxes_join(between: str) -> bool:
     return not re.search(r"[A-Za-z]", rest)
 
 
+_BRACE_EVENT = re.compile(r"\\.|[{}]", re.DOTALL)
 _BOLD_GROUP = re.compile(r"\\(?:textbf|mathbf|bm|boldsymbol|mathrm|displaystyle)\s*$")
 
 
@@ -127,22 +128,24 @@ def _answer_boxes(s: str) -> list[tuple[int, int, str]]:
     boxes = find_boxed(s)
     if not boxes:
         return boxes
-    starts = {b[0] for b in boxes}
     top: set[int] = set()
-    stack: list[bool] = []  # True for a group that hides nothing (\textbf{..})
-    i, n = 0, len(s)
-    while i < n:
-        c = s[i]
-        if i in starts and all(stack):
-            top.add(i)
-        if c == "\\":
-            i += 2
-            continue
+    hiding = 0  # open groups that are not bold / upright formatting
+    stack: list[bool] = []
+    pending = [b[0] for b in reversed(boxes)]
+    for m in _BRACE_EVENT.finditer(s):
+        while pending and pending[-1] <= m.start():
+            if hiding == 0:
+                top.add(pending[-1])
+            pending.pop()
+        c = m.group(0)
         if c == "{":
-            stack.append(_BOLD_GROUP.search(s, max(0, i - 20), i) is not None)
+            hides = _BOLD_GROUP.search(s, max(0, m.start() - 20), m.start()) is None
+            stack.append(hides)
+            hiding += hides
         elif c == "}" and stack:
-            stack.pop()
-        i += 1
+            hiding -= stack.pop()
+    if hiding == 0:
+        top.update(pending)
     out = []
     for b in boxes:
         if b[0] not in top:
