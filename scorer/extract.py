@@ -44,6 +44,62 @@ def count_tool_calls(text: str) -> int:
     return len(TOOL_CALL_OPEN.findall(mask_tool_blocks(text)))
 
 
+# Content a reader never sees: ``\phantom{..}``, ``\textcolor{white}{..}``, ``\color{white}``
+# (to the end of its group), and a ``%`` comment (to the end of the line) that holds a box.
+# A ``%`` right after a digit is the percent sign models write (``5% of``, ``\boxed{50%}``).
+_HIDING = re.compile(
+    r"\\[hv]?phantom\s*\{|\\textcolor\s*\{\s*(?:white|transparent)\s*\}\s*\{"
+    r"|\\color\s*\{\s*(?:white|transparent)\s*\}|(?<![\\\d])%"
+)
+
+
+def mask_hidden(text: str) -> str:
+    """Return ``text`` without the parts a rendered answer hides, so a box written in white, in
+    a ``\\phantom`` or after a ``%`` comment sign is no answer."""
+    if "\\" not in text and "%" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = _HIDING.search(text, pos)
+        if m is None:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos : m.start()])
+        token = m.group(0)
+        if token == "%":
+            end = text.find("\n", m.end())
+            end = len(text) if end < 0 else end
+            if not _BOX_CMD.search(text, m.end(), end):  # ``\boxed{50%}``: a percent sign
+                out.append(token)
+                end = m.end()
+            pos = end
+        elif token.endswith("{"):
+            close = matching_brace(text, m.end() - 1)
+            pos = len(text) if close is None else close + 1
+        else:  # \color{white}: hides the rest of the enclosing group
+            pos = _group_end(text, m.end())
+
+
+def _group_end(text: str, start: int) -> int:
+    """Index of the ``}`` closing the group that ``start`` is in (``len(text)`` at top level)."""
+    depth = 0
+    i = start
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return len(text)
+
+
 def matching_brace(text: str, open_pos: int) -> int | None:
     """Index of the ``}`` closing the ``{`` at ``open_pos``; ``None`` when it never closes.
 
@@ -166,10 +222,12 @@ def extract_answer(
     ``which`` picks the first or last box. With ``only_after_think`` the search starts after
     the last ``</think>`` when the text has one (boxes inside the reasoning are drafts); text
     without ``</think>`` is searched whole. ``mask_tools`` ignores tool call and tool response
-    contents (see :func:`mask_tool_blocks`). An empty or unclosed chosen box is ``None``.
+    contents (see :func:`mask_tool_blocks`); hidden content never counts
+    (:func:`mask_hidden`). An empty or unclosed chosen box is ``None``.
     """
     if mask_tools:
         text = mask_tool_blocks(text)
+    text = mask_hidden(text)
     if only_after_think:
         tail = after_think(text, which="last")
         if tail is not None:
