@@ -10,6 +10,7 @@ any answer or ``</think>`` is looked for: a program that prints ``\\boxed{5}`` i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 Which = Literal["first", "last"]
@@ -58,46 +59,41 @@ def mask_hidden(text: str) -> str:
     a ``\\phantom`` or after a ``%`` comment sign is no answer."""
     if "\\" not in text and "%" not in text:
         return text
+    return splice(text, _HIDING, lambda m: _unhidden(text, m))
+
+
+def _unhidden(text: str, m: re.Match[str]) -> tuple[str, int]:
+    """What stays of the hiding construct ``m`` starts, and where the visible text resumes."""
+    token = m.group(0)
+    if token == "%":
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        if not _BOX_CMD.search(text, m.end(), end):  # ``\boxed{50%}``: a percent sign
+            return token, m.end()
+        return "", end
+    if token.endswith("{"):
+        close = matching_brace(text, m.end() - 1)
+        return "", len(text) if close is None else close + 1
+    close = _closing_brace(text, m.end(), 1)  # \color{white}: the rest of the enclosing group
+    return "", len(text) if close is None else close
+
+
+def splice(
+    text: str, pattern: re.Pattern[str], edit: Callable[[re.Match[str]], tuple[str, int]]
+) -> str:
+    """``text`` with each match of ``pattern`` rewritten by ``edit``, which returns the
+    replacement and the index where the text resumes (past the match: a rewrite may take a
+    whole brace group, or the rest of a line, not just what the pattern matched)."""
     out: list[str] = []
     pos = 0
     while True:
-        m = _HIDING.search(text, pos)
+        m = pattern.search(text, pos)
         if m is None:
             out.append(text[pos:])
             return "".join(out)
         out.append(text[pos : m.start()])
-        token = m.group(0)
-        if token == "%":
-            end = text.find("\n", m.end())
-            end = len(text) if end < 0 else end
-            if not _BOX_CMD.search(text, m.end(), end):  # ``\boxed{50%}``: a percent sign
-                out.append(token)
-                end = m.end()
-            pos = end
-        elif token.endswith("{"):
-            close = matching_brace(text, m.end() - 1)
-            pos = len(text) if close is None else close + 1
-        else:  # \color{white}: hides the rest of the enclosing group
-            pos = _group_end(text, m.end())
-
-
-def _group_end(text: str, start: int) -> int:
-    """Index of the ``}`` closing the group that ``start`` is in (``len(text)`` at top level)."""
-    depth = 0
-    i = start
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            if depth == 0:
-                return i
-            depth -= 1
-        i += 1
-    return len(text)
+        replacement, pos = edit(m)
+        out.append(replacement)
 
 
 def matching_brace(text: str, open_pos: int) -> int | None:
@@ -106,8 +102,11 @@ def matching_brace(text: str, open_pos: int) -> int | None:
     A backslash escapes the next character, so ``\\{`` and ``\\}`` do not count and ``\\\\``
     is one unit.
     """
-    depth = 0
-    i = open_pos
+    return _closing_brace(text, open_pos, 0)
+
+
+def _closing_brace(text: str, i: int, depth: int) -> int | None:
+    """Index of the ``}`` that closes the ``depth`` groups open at ``i``; ``None`` if none."""
     n = len(text)
     while i < n:
         ch = text[i]

@@ -26,6 +26,7 @@ from scorer.extract import (
     mask_tool_blocks,
     matching_brace,
     scan_boxes,
+    splice,
     unwrap_box,
 )
 
@@ -42,18 +43,13 @@ def match_brace(s: str, open_pos: int) -> int:
 def replace_command(s: str, names: tuple[str, ...], fn: Callable[[str], str]) -> str:
     """Replace every ``\\name{arg}`` (brace-matched, nested ok) by ``fn(arg)``."""
     pattern = re.compile(r"\\(" + "|".join(names) + r")(?![A-Za-z])\s*\{")
-    out: list[str] = []
-    pos = 0
-    while True:
-        m = pattern.search(s, pos)
-        if m is None:
-            out.append(s[pos:])
-            return "".join(out)
+
+    def edit(m: re.Match[str]) -> tuple[str, int]:
         open_pos = m.end() - 1
         close = match_brace(s, open_pos)
-        out.append(s[pos : m.start()])
-        out.append(fn(s[open_pos + 1 : close]))
-        pos = close + 1
+        return fn(s[open_pos + 1 : close]), close + 1
+
+    return splice(s, pattern, edit)
 
 
 # --------------------------------------------------------------------------------------------
