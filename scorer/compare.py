@@ -49,10 +49,13 @@ from scorer.nodes import (
     Pct,
     Ratio,
     Rel,
+    RMinus,
     Sym,
+    SympyValue,
     Text,
     Time,
     Union,
+    rebuild,
 )
 from scorer.parse import canonical, contains, free_symbols, is_label
 from scorer.verdict import Reason, Verdict
@@ -181,18 +184,26 @@ class EqView:
 
 def eq_view(rel: Rel) -> EqView:
     """How an all-``=`` chain is read: ``x = 5`` assigns, ``1/2 = 10/9`` / ``x = 3+3 = 6``
-    states a value (the last part), ``2x + 4y = 3`` is a genuine equation."""
+    states a value (the last part), ``2x + 4y = 3`` is a genuine equation, and so is
+    ``x = 3x + 5``: a bare unknown that occurs on the right is solved for, not named."""
     parts = rel.parts
     first, last = parts[0], parts[-1]
-    if is_label(first):
+    if is_label(first) and not _defined_by_itself(first, parts[1:]):
         return EqView("assign", first, last)
     if is_constant(last) and (len(parts) >= 3 or is_constant(first)):
         return EqView("value", first, last)
     return EqView("equation", first, last)
 
 
+def _defined_by_itself(label: Answer, rest: tuple[Answer, ...]) -> bool:
+    if not (isinstance(label, Expr) and isinstance(label.node, Sym)):
+        return False
+    name = label.node.name
+    return any(isinstance(part, Expr) and name in free_symbols(part.node) for part in rest)
+
+
 def _is_region(a: Answer) -> bool:
-    return isinstance(a, Interval | Union | NamedSet)
+    return isinstance(a, Interval | Union | RMinus | NamedSet)
 
 
 def _pair_like(a: Answer) -> bool:
@@ -274,6 +285,30 @@ def _bound(node: Ast) -> Fraction | None:
         return -INF
     v = _try_exact(node)
     return v if isinstance(v, Fraction) and abs(v) < INF else None
+
+
+def _reversed_interval(components: list[Component]) -> bool:
+    """An interval written with lo > hi (``[52427, 6866)``), or lo = hi with an open end: no
+    answer anyone means, so never "the same (empty) set" as another such interval."""
+    for c in components:
+        if isinstance(c, Span):
+            a, b = _bound(c.lo), _bound(c.hi)
+            if a is not None and b is not None and (a > b or (a == b and (c.lo_open or c.hi_open))):
+                return True
+    return False
+
+
+def _punctured_line(points: tuple[Answer, ...]) -> list[Component] | None:
+    """``R \\ {a, b}`` as open intervals between its exact points, sorted; None otherwise."""
+    values = []
+    for p in points:
+        v = _bound(p.node) if isinstance(p, Expr) else None
+        if v is None or abs(v) >= INF:
+            return None
+        values.append((v, p.node))
+    values.sort(key=lambda t: t[0])
+    ends = [NEG_OO] + [node for _, node in values] + [OO]
+    return [Span(True, lo, hi, True) for lo, hi in zip(ends, ends[1:], strict=False)]
 
 
 def _nonempty(iv: tuple) -> bool:
@@ -360,6 +395,8 @@ class Comparer:
         if isinstance(p, Text) and isinstance(g, Text):
             if p.words and p.words == g.words:
                 return _equal(Reason.TEXT_MATCH)
+            if _explained_yes_no(p.words, g.words) or _explained_yes_no(g.words, p.words):
+                return _equal(Reason.TEXT_MATCH, "yes/no with an explanation")
             return _unequal(Reason.PARSE_ERROR if failed else Reason.NOT_EQUAL)
         return _unequal(Reason.PARSE_ERROR if failed else Reason.STRUCTURE_MISMATCH, "text vs math")
 
@@ -460,6 +497,12 @@ class Comparer:
             return self.compare(vp.rhs, vg.rhs)
         if vp.kind == vg.kind == "assign" and _same_label(vp.lhs, vg.lhs):
             return self.compare(vp.rhs, vg.rhs)
+        bound = _bound_variables(vp.lhs, vg.lhs)
+        if bound is not None and isinstance(vp.rhs, Expr) and isinstance(vg.rhs, Expr):
+            # f(x) = x vs f(z) = z: the argument is a bound variable
+            return self.compare(
+                Expr(_rename(vp.rhs.node, bound[0])), Expr(_rename(vg.rhs.node, bound[1]))
+            )
         res = None
         if (
             isinstance(vp.lhs, Expr)
@@ -493,6 +536,8 @@ class Comparer:
         ops, parts = rel.ops, cast(tuple[Expr, ...], rel.parts)
         if any(not isinstance(a, Expr) for a in parts):
             return None
+        if len(ops) >= 2 and not (is_constant(parts[0]) and is_constant(parts[-1])):
+            return None  # an ordering (f(2) < f(1) < f(4)), not a range of one unknown
         if len(ops) == 1:
             left, right = parts
             op = ops[0]
@@ -531,6 +576,8 @@ class Comparer:
         cp, cg = self._components(p), self._components(g)
         if cp is None or cg is None:
             return _unequal(Reason.STRUCTURE_MISMATCH, "set vs non-set")
+        if _reversed_interval(cp) or _reversed_interval(cg):
+            return _unequal(Reason.STRUCTURE_MISMATCH, "an interval with its ends reversed")
         if len(cp) == len(cg):
             outs = []
             remaining = list(cg)
@@ -562,6 +609,8 @@ class Comparer:
                     return None
                 out.extend(c)
             return out
+        if isinstance(a, RMinus):
+            return _punctured_line(a.points)
         if isinstance(a, NamedSet):
             if a.name == "R":
                 return [Span(True, NEG_OO, OO, True)]
@@ -650,10 +699,13 @@ class Comparer:
         if len(pending_p) * len(gs) + len(pending_g) * len(ps) > MAX_PAIRWISE:
             return _unequal(Reason.STRUCTURE_MISMATCH, "too many items to match")
         undecided = False
+        labelled = _distinct_labels(ps, gs)
         for side, pool, forward in ((pending_p, gs, True), (pending_g, ps, False)):
             for a in side:
                 found = None
                 for b in pool:
+                    if labelled and _assigned_label(a) != _assigned_label(b):
+                        continue  # x = 1, y = 2 is not y = 1, x = 2
                     try:
                         o = self.compare(a, b) if forward else self.compare(b, a)
                     except Undecided:
@@ -670,6 +722,79 @@ class Comparer:
         if len(kp) and len(outs) == 0:
             outs.append(_equal(Reason.NUMERIC_EQUAL))
         return weakest(outs)
+
+
+_HEDGES = frozenset(
+    "but only if unless except however sometimes maybe perhaps possibly depends when".split()
+)
+_NEGATIONS = frozenset(
+    "no not cannot can t never isn doesn don aren impossible none nothing".split()
+)
+
+
+def _explained_yes_no(key: str, bare: str) -> bool:
+    """``Yes, it is possible`` answers ``Yes``: the bare word, then words that neither hedge
+    nor contradict it (``Yes, but only if n is even``, ``Yes, it is not`` and ``No, yes`` do
+    not count; ``No, there is no such n`` does)."""
+    if bare not in ("yes", "no"):
+        return False
+    words = key.split()
+    if len(words) < 2 or words[0] != bare:
+        return False
+    rest = set(words[1:])
+    against = _NEGATIONS if bare == "yes" else {"yes"}
+    return not (rest & _HEDGES or rest & against)
+
+
+_BOUND = "\\boundvar"
+_FUNCTION_NAMES = frozenset("f g h p q r u v w F G H P Q".split())
+
+
+def _call(a: Answer) -> tuple[str, str] | None:
+    """``f(x)`` (read as the product of two symbols): the function name and its argument."""
+    if not isinstance(a, Expr) or not isinstance(a.node, Mul) or len(a.node.factors) != 2:
+        return None
+    fn, arg = a.node.factors
+    if not (isinstance(fn, Sym) and isinstance(arg, Sym)):
+        return None
+    return fn.name, arg.name
+
+
+def _bound_variables(a: Answer, b: Answer) -> tuple[str, str] | None:
+    """The arguments of two one-variable definitions of the same function, ``f(x)`` and
+    ``f(z)`` with ``x != z``; None for anything else."""
+    ca, cb = _call(a), _call(b)
+    if ca is None or cb is None:
+        return None
+    (fa, xa), (fb, xb) = ca, cb
+    if fa != fb or xa == xb or fa not in _FUNCTION_NAMES:
+        return None
+    return xa, xb
+
+
+def _rename(node: Ast, var: str) -> Ast:
+    """``node`` with the symbol ``var`` replaced by one fresh bound-variable name."""
+    if node == Sym(var):
+        return Sym(_BOUND)
+    if isinstance(node, SympyValue):
+        return node
+    return cast(Ast, rebuild(node, lambda c: _rename(cast(Ast, c), var)))
+
+
+def _assigned_label(a: Answer) -> object:
+    """The label of an assignment ``x = 5`` (comparison key), else None."""
+    if not isinstance(a, Rel) or any(op != "=" for op in a.ops):
+        return None
+    view = eq_view(a)
+    return _label_key(view.lhs) if view.kind == "assign" else None
+
+
+def _distinct_labels(ps: tuple[Answer, ...], gs: tuple[Answer, ...]) -> bool:
+    """Both sides assign the same several labels (``x = 1, y = 2`` vs ``y = 2, x = 1``): then
+    items match by label, never across labels."""
+    lp = {_assigned_label(a) for a in ps}
+    lg = {_assigned_label(b) for b in gs}
+    return None not in lp and lp == lg and len(lp) > 1
 
 
 def _same_label(a: Answer, b: Answer) -> bool:
@@ -691,11 +816,13 @@ def _simple_var(a: Answer) -> bool:
     return isinstance(node, Mul) and all(isinstance(c, Sym) for c in node.factors)
 
 
-def _relation_var(rel: Rel) -> object:
+def _relation_var(rel: Rel) -> frozenset[str] | None:
+    """The variables of an inequality (``x > 2`` -> {x}, ``1 <= |z| <= 2`` -> {z})."""
+    names: set[str] = set()
     for part in rel.parts:
         if isinstance(part, Expr) and not is_constant(part):
-            return canonical(part.node) if _simple_var(part) else None
-    return None
+            names |= free_symbols(part.node)
+    return frozenset(names) or None
 
 
 def _one_sided(rel: Rel) -> tuple[Ast, str] | None:

@@ -10,6 +10,7 @@ any answer or ``</think>`` is looked for: a program that prints ``\\boxed{5}`` i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 Which = Literal["first", "last"]
@@ -44,14 +45,68 @@ def count_tool_calls(text: str) -> int:
     return len(TOOL_CALL_OPEN.findall(mask_tool_blocks(text)))
 
 
+# Content a reader never sees: ``\phantom{..}``, ``\textcolor{white}{..}``, ``\color{white}``
+# (to the end of its group), and a ``%`` comment (to the end of the line) that holds a box.
+# A ``%`` right after a digit is the percent sign models write (``5% of``, ``\boxed{50%}``).
+_HIDING = re.compile(
+    r"\\[hv]?phantom\s*\{|\\textcolor\s*\{\s*(?:white|transparent)\s*\}\s*\{"
+    r"|\\color\s*\{\s*(?:white|transparent)\s*\}|(?<![\\\d])%"
+)
+
+
+def mask_hidden(text: str) -> str:
+    """Return ``text`` without the parts a rendered answer hides, so a box written in white, in
+    a ``\\phantom`` or after a ``%`` comment sign is no answer."""
+    if "\\" not in text and "%" not in text:
+        return text
+    return splice(text, _HIDING, lambda m: _unhidden(text, m))
+
+
+def _unhidden(text: str, m: re.Match[str]) -> tuple[str, int]:
+    """What stays of the hiding construct ``m`` starts, and where the visible text resumes."""
+    token = m.group(0)
+    if token == "%":
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        if not _BOX_CMD.search(text, m.end(), end):  # ``\boxed{50%}``: a percent sign
+            return token, m.end()
+        return "", end
+    if token.endswith("{"):
+        close = matching_brace(text, m.end() - 1)
+        return "", len(text) if close is None else close + 1
+    close = _closing_brace(text, m.end(), 1)  # \color{white}: the rest of the enclosing group
+    return "", len(text) if close is None else close
+
+
+def splice(
+    text: str, pattern: re.Pattern[str], edit: Callable[[re.Match[str]], tuple[str, int]]
+) -> str:
+    """``text`` with each match of ``pattern`` rewritten by ``edit``, which returns the
+    replacement and the index where the text resumes (past the match: a rewrite may take a
+    whole brace group, or the rest of a line, not just what the pattern matched)."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = pattern.search(text, pos)
+        if m is None:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos : m.start()])
+        replacement, pos = edit(m)
+        out.append(replacement)
+
+
 def matching_brace(text: str, open_pos: int) -> int | None:
     """Index of the ``}`` closing the ``{`` at ``open_pos``; ``None`` when it never closes.
 
     A backslash escapes the next character, so ``\\{`` and ``\\}`` do not count and ``\\\\``
     is one unit.
     """
-    depth = 0
-    i = open_pos
+    return _closing_brace(text, open_pos, 0)
+
+
+def _closing_brace(text: str, i: int, depth: int) -> int | None:
+    """Index of the ``}`` that closes the ``depth`` groups open at ``i``; ``None`` if none."""
     n = len(text)
     while i < n:
         ch = text[i]
@@ -166,10 +221,12 @@ def extract_answer(
     ``which`` picks the first or last box. With ``only_after_think`` the search starts after
     the last ``</think>`` when the text has one (boxes inside the reasoning are drafts); text
     without ``</think>`` is searched whole. ``mask_tools`` ignores tool call and tool response
-    contents (see :func:`mask_tool_blocks`). An empty or unclosed chosen box is ``None``.
+    contents (see :func:`mask_tool_blocks`); hidden content never counts
+    (:func:`mask_hidden`). An empty or unclosed chosen box is ``None``.
     """
     if mask_tools:
         text = mask_tool_blocks(text)
+    text = mask_hidden(text)
     if only_after_think:
         tail = after_think(text, which="last")
         if tail is not None:

@@ -263,6 +263,13 @@ class UnionLit(Node):
 
 
 @_node
+class RMinusLit(Node):
+    """``\\mathbb{R} \\setminus \\{a, b\\}``: the items of the removed set."""
+
+    points: tuple[Node, ...]
+
+
+@_node
 class RatioLit(Node):
     parts: tuple[Node, ...]
 
@@ -281,6 +288,7 @@ WRITTEN: tuple[type[Node], ...] = (
     NamedSetLit,
     SystemLit,
     UnionLit,
+    RMinusLit,
     RatioLit,
     RelLit,
 )
@@ -336,6 +344,13 @@ class In(Node):
 
 
 @_node
+class RMinus(Node):
+    """The real line without finitely many ``points`` (``R \\ {a, b}``)."""
+
+    points: tuple[Answer, ...]
+
+
+@_node
 class NamedSet(Node):
     name: str  # "R", "N", ...
 
@@ -372,7 +387,8 @@ class Text(Node):
 
 
 Answer: TypeAlias = (
-    Expr | Rel | Coll | Interval | Union | In | NamedSet | Ratio | Time | Letter | Text
+    Expr | Rel | Coll | Interval | Union | RMinus | In | NamedSet | Ratio | Time | Letter
+    | Text
 )  # fmt: skip
 
 

@@ -15,10 +15,20 @@ any size-capped parsing, and must never hang.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 
-from scorer.extract import Box, matching_brace, scan_boxes, unwrap_box
+from scorer.extract import (
+    THINK_CLOSE,
+    Box,
+    mask_hidden,
+    mask_tool_blocks,
+    matching_brace,
+    scan_boxes,
+    splice,
+    unwrap_box,
+)
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -33,18 +43,13 @@ def match_brace(s: str, open_pos: int) -> int:
 def replace_command(s: str, names: tuple[str, ...], fn: Callable[[str], str]) -> str:
     """Replace every ``\\name{arg}`` (brace-matched, nested ok) by ``fn(arg)``."""
     pattern = re.compile(r"\\(" + "|".join(names) + r")(?![A-Za-z])\s*\{")
-    out: list[str] = []
-    pos = 0
-    while True:
-        m = pattern.search(s, pos)
-        if m is None:
-            out.append(s[pos:])
-            return "".join(out)
+
+    def edit(m: re.Match[str]) -> tuple[str, int]:
         open_pos = m.end() - 1
         close = match_brace(s, open_pos)
-        out.append(s[pos : m.start()])
-        out.append(fn(s[open_pos + 1 : close]))
-        pos = close + 1
+        return fn(s[open_pos + 1 : close]), close + 1
+
+    return splice(s, pattern, edit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,13 +109,55 @@ def _boxes_join(between: str) -> bool:
     return not re.search(r"[A-Za-z]", rest)
 
 
+_BRACE_EVENT = re.compile(r"\\.|[{}]", re.DOTALL)
+_BOLD_GROUP = re.compile(r"\\(?:textbf|mathbf|bm|boldsymbol|mathrm|displaystyle)\s*$")
+
+
+def _stated_boxes(s: str) -> list[Box]:
+    """The boxes that state an answer: not nested in a group (``\\text{\\boxed{37}} 5``, a
+    box inside a box's content) other than bold / upright formatting, and not an operand of
+    the text around it (``5\\boxed{37}``, ``\\boxed{37} 5``)."""
+    boxes = answer_boxes(s)
+    if not boxes:
+        return boxes
+    top: set[int] = set()
+    hiding = 0  # open groups that are not bold / upright formatting
+    stack: list[bool] = []
+    pending = [b.start for b in reversed(boxes)]
+    for m in _BRACE_EVENT.finditer(s):
+        while pending and pending[-1] <= m.start():
+            if hiding == 0:
+                top.add(pending[-1])
+            pending.pop()
+        c = m.group(0)
+        if c == "{":
+            hides = _BOLD_GROUP.search(s, max(0, m.start() - 20), m.start()) is None
+            stack.append(hides)
+            hiding += hides
+        elif c == "}" and stack:
+            hiding -= stack.pop()
+    if hiding == 0:
+        top.update(pending)
+    out = []
+    for b in boxes:
+        if b.start not in top:
+            continue
+        before = s[b.start - 1 : b.start]
+        after = s[b.end :].lstrip(" }")[:1]
+        if before.isdigit() or before in (")", "]") or after.isdigit():
+            continue
+        out.append(b)
+    return out
+
+
 def last_boxed_run(s: str, *, gold: bool = False) -> tuple[int, str] | None:
-    """(start, joined content) of the last run of connected boxes, or None.
+    """(start, joined content) of the last run of connected boxes that state an answer, or
+    None.
 
     A last box that never closes (``scorer.extract.scan_boxes``) makes the run ``""``, no
     answer, unless ``gold``: a gold's unclosed box reads to the end of the text.
     """
-    boxes = answer_boxes(s)
+    boxes = _stated_boxes(s)
     if not boxes:
         return None
     if boxes[-1].unclosed and not gold:
@@ -198,10 +245,82 @@ def _math_and_number_candidates(s: str) -> list[tuple[int, int, str]]:
             masked[i] = " "
     if not cands or _looks_like_sentence(s):
         text = "".join(masked)
+        chunks = _formula_chunks(text)
+        starts = [c[0] for c in chunks]
         for m in _NUMBER_IN_TEXT.finditer(text):
-            cands.append((m.start(), m.end(), m.group(0)))
+            if not _in_formula(text, m.start(), m.end()):
+                cands.append((m.start(), m.end(), m.group(0)))
+                continue
+            k = bisect.bisect_right(starts, m.start()) - 1
+            start, end = chunks[k] if k >= 0 and chunks[k][1] >= m.end() else m.span()
+            start, end = min(start, m.start()), max(end, m.end())
+            body = text[start:end].rstrip(".,;:!?")
+            if body.startswith("(") and body.count("(") > body.count(")"):
+                body = body[1:]
+            if body.endswith(")") and body.count(")") > body.count("("):
+                body = body[:-1]
+            cands.append((start, end, body if m.group(0) in body else m.group(0)))
     cands.sort()
-    return cands
+    return _join_listed(s, cands)
+
+
+_LIST_GAP = re.compile(r" *,? *(?:and|or)? *,? *")
+
+
+def _join_listed(s: str, cands: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Candidates linked only by *and* / *or* / commas are one list answer (``1 and 2 and 3``
+    is not 3); linked by spaces only, one answer (``2 1/2``)."""
+    out: list[tuple[int, int, str]] = []
+    for c in cands:
+        if out and c[0] < out[-1][1]:
+            continue  # a second number of the same formula
+        gap = s[out[-1][1] : c[0]] if out else None
+        if gap is not None and len(gap) < 12 and _LIST_GAP.fullmatch(gap):
+            sep = " " if not gap.strip() and gap else ", "
+            out[-1] = (out[-1][0], c[1], out[-1][2] + sep + c[2])
+        else:
+            out.append(c)
+    return out
+
+
+def _in_formula(text: str, start: int, end: int) -> bool:
+    """Whether the number at ``text[start:end]`` is an operand: an operator next to it (across
+    spaces), as in ``f(x)=0`` or ``2x + 3``."""
+    i = start - 1
+    while i >= 0 and i > start - 20 and text[i] == " ":
+        i -= 1
+    j = end
+    while j < len(text) and j < end + 20 and text[j] == " ":
+        j += 1
+    return (i >= 0 and text[i] in _JOIN_OPS) or (j < len(text) and text[j] in _JOIN_OPS)
+
+
+_PIECE = re.compile(r"\S+")
+_PROSE_PIECE = re.compile(r"[A-Za-z'][A-Za-z']+[.,;:!?]*")
+_JOIN_OPS = "=+-*/^<>"
+
+
+def _formula_chunks(text: str) -> list[tuple[int, int]]:
+    """Spans of the formulas in a prose text: whitespace-separated pieces glued by an operator
+    at their boundary (``x = 2y + 3``), never through a prose word. A number found in prose is
+    read as the formula it belongs to, so ``y = 2x + 3 for all x`` is not reduced to ``3``."""
+    chunks: list[tuple[int, int]] = []
+    prev = ""
+    for m in _PIECE.finditer(text):
+        piece = m.group(0)
+        prose = _PROSE_PIECE.fullmatch(piece) is not None
+        glued = (
+            chunks
+            and not prose
+            and prev
+            and (prev[-1] in _JOIN_OPS or piece[0] in _JOIN_OPS.replace("-", ""))
+        )
+        if glued:
+            chunks[-1] = (chunks[-1][0], m.end())
+        else:
+            chunks.append(m.span())
+        prev = "" if prose else piece
+    return chunks
 
 
 _NOT_PROSE = frozenset(
@@ -211,17 +330,79 @@ _NOT_PROSE = frozenset(
 )
 
 
+_TEXT_MODE_NAMES = ("text", "textnormal", "textrm", "textsf", "textup", "mbox", "hbox", "textit")
 _LATEX_NAMES = re.compile(r"\\(?:begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+")
-_LOWER_WORD = re.compile(r"(?<![\\A-Za-z])[a-z][a-z']+(?![A-Za-z])")
+_LETTER_RUN = re.compile(r"(?<![\\A-Za-z])[A-Za-z][A-Za-z']*")
+_GLUE = frozenset("0123456789+-*/^_=<>()[]{}|!\\")  # a letter run touching one is algebra
+_OPS_LEFT = frozenset("+-*/^=<>")
+_OPS_RIGHT = frozenset("+*/^=<>")  # not "-": "is -5" is prose
+
+
+def _prose_words(s: str) -> list[str]:
+    """Letter runs that read as words, not as products of variables: a run glued to a digit,
+    operator or bracket (``3(ax+by)``, ``2ax``) or next to an operator across spaces
+    (``ax + by``) is algebra."""
+    words = []
+    n = len(s)
+    for m in _LETTER_RUN.finditer(s):
+        i, j = m.start(), m.end()
+        if (i > 0 and s[i - 1] in _GLUE) or (j < n and s[j] in _GLUE):
+            continue
+        if _neighbour(s, i - 1, -1) in _OPS_LEFT or _neighbour(s, j, 1) in _OPS_RIGHT:
+            continue
+        words.append(m.group(0))
+    return words
+
+
+def _neighbour(s: str, i: int, step: int) -> str:
+    """The first non-space character from ``i`` in direction ``step`` (a bounded look)."""
+    for _ in range(20):
+        if not 0 <= i < len(s):
+            return ""
+        if not s[i].isspace():
+            return s[i]
+        i += step
+    return ""
 
 
 def _looks_like_sentence(s: str) -> bool:
-    """Prose around the answer: a real word of 4+ letters, or two lowercase words, not units."""
+    """Prose around the answer: a real word of 4+ letters, or two lowercase words, not units.
+
+    Words inside ``\\text{}`` count (``\\text{The answer is } 5``), but a product of
+    single-letter variables never does (``ab+cd+2`` is algebra, not a sentence ending in 2).
+    """
+    s = replace_command(s, _TEXT_MODE, lambda a: " " + a + " ")
     s = _LATEX_NAMES.sub(" ", s)
-    if any(w.lower() not in _NOT_PROSE for w in _WORD.findall(s)):
+    words = [w for w in _prose_words(s) if w.lower() not in _NOT_PROSE | UNIT_WORDS]
+    if any(len(w) >= 4 for w in words):
         return True
-    words = [w for w in _LOWER_WORD.findall(s) if w not in _NOT_PROSE and w not in UNIT_WORDS]
-    return len(words) >= 2
+    lower = [w for w in words if w in _SHORT_WORDS]
+    return len(lower) >= 2
+
+
+# Words of 2-3 letters that count as prose; any other short run (``ab cd``) may be a product.
+_SHORT_WORDS = frozenset(
+    """is it the of so we to be an as at in on if no not for all any are was has had get
+    got can its one two six ten our you but yes let use see say may out how why who now per via
+    than then thus she he his her they them do does did set put sum add try end way new old
+    also both each from into only over such that this when with what which will have been were
+    give gives find show here there true false""".split()
+)
+
+
+_STARTS_WITH_TEXT = re.compile(r"\s*\\(?:" + "|".join(_TEXT_MODE_NAMES) + r")\s*\{")
+
+
+def _math_mode(s: str) -> bool:
+    """LaTeX written without delimiters whose only words are inside ``\\text{}`` and come after
+    the math: a formula with annotations (``f(x)=0 \\text{ for all } x``, a ``cases``
+    environment with ``\\text{otherwise}``), never reduced to one of its numbers.
+    ``\\text{The answer is } 5`` starts with its words: that is a sentence."""
+    if "\\" not in s or math_segments(s):
+        return False
+    if _STARTS_WITH_TEXT.match(s) and "\\begin" not in s:
+        return False
+    return not _looks_like_sentence(replace_command(s, _TEXT_MODE, lambda a: " "))
 
 
 def extract_final_answer(text: str, *, gold: bool = False) -> str:
@@ -231,7 +412,10 @@ def extract_final_answer(text: str, *, gold: bool = False) -> str:
     math segment or number when the text is prose; else the whole text. A last box that never
     closes is no answer (``""``) unless the text is a ``gold`` (see :func:`last_boxed_run`).
     """
-    s = literal_newlines(fix_double_escapes(text))
+    s = literal_newlines(fix_double_escapes(mask_hidden(mask_tool_blocks(text))))
+    think = s.rfind(THINK_CLOSE)
+    if think >= 0:
+        s = s[think + len(THINK_CLOSE) :]  # boxes in the reasoning are drafts
     box = last_boxed_run(s, gold=gold)
     fa = None
     for m in _FINAL_ANSWER.finditer(s):
@@ -251,8 +435,10 @@ def extract_final_answer(text: str, *, gold: bool = False) -> str:
 
 
 def _answer_from_segment(s: str) -> str:
-    if not (math_segments(s) or _looks_like_sentence(s)):
+    if not (math_segments(s) or _looks_like_sentence(s)) or _math_mode(s):
         return s
+    if s.rstrip().endswith("?"):
+        return s  # a question (a restated problem) is not an answer
     cands = _math_and_number_candidates(s)
     if not cands:
         return s
@@ -320,8 +506,18 @@ _UNICODE = {
 _UNICODE_RE = re.compile("|".join(re.escape(k) for k in _UNICODE))
 
 
+# Full-width forms (U+FF01..U+FF5E: ``；`` ``，`` ``（`` ``１``) are ASCII shifted by 0xFEE0.
+_FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {
+    0x3000: " ",
+    0x3001: ",",
+    0x3002: ".",
+}
+
+
 def replace_unicode(s: str) -> str:
-    """Unicode math symbols -> LaTeX (``×``, ``≤``, ``π``, ``√``, ``°``, ``²``...)."""
+    """Unicode math symbols -> LaTeX (``×``, ``≤``, ``π``, ``√``, ``°``, ``²``...); full-width
+    punctuation and digits (``；``, ``，``, ``（``, ``１``) -> ASCII."""
+    s = s.translate(_FULL_WIDTH)
     return _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], s)
 
 
@@ -377,7 +573,7 @@ def canonical_commands(s: str) -> str:
     return s
 
 
-_TEXT_MODE = ("text", "textnormal", "textrm", "textsf", "textup", "mbox", "hbox", "textit")
+_TEXT_MODE = _TEXT_MODE_NAMES
 _MATH_MODE = (
     "textbf",
     "mathrm",
@@ -413,33 +609,81 @@ def unwrap_text_commands(s: str) -> str:
     return s
 
 
-_THOUSANDS_BRACES = re.compile(
-    r"(?<=\d)\s*\{,\s*\}\s*(?=\d)|(?<=\d),\\!\s*(?=\d{3})|(?<=\d)\\,(?=\d{3})"
+# Explicit digit-group separators: ``1{,}000``, ``1,\\!000``, ``1\\,000``; correct groups only.
+_THOUSANDS_EXPLICIT = re.compile(
+    r"(?<![\d.])([1-9]\d{0,2})((?:(?:\s*\{,\s*\}\s*|,\\!\s*|\\,)\d{3})+)(?!\d)"
 )
+_EXPLICIT_SEP = re.compile(r"\s*\{,\s*\}\s*|,\\!\s*|\\,")
 _THOUSANDS_COMMA = re.compile(r"(?<![\d.,])(-?[1-9]\d{0,2})((?:,\d{3})+)(?![\d,])")
-_THOUSANDS_SPACE = re.compile(r"-?[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?")
+_THOUSANDS_SPACE = re.compile(
+    r"(?P<int>-?[1-9]\d{0,2}(?: \d{3})+)(?P<dec>\.\d+)?"
+    r"(?P<frac> (?P<num>\d+)/(?P<den>\d+)| ?\\frac\{(?P<fnum>\d+)\}\{(?P<fden>\d+)\})?"
+)
+_ARG_BRACE = re.compile(r"(?:\\[A-Za-z]+|[}^_])\s*$")
 
 
-def _join_group(s: str, m: re.Match[str]) -> str:
-    """Join ``12,345`` unless it is the whole content of a bracket pair: ``(12,102)``."""
-    before = s[: m.start()].rstrip()
-    after = s[m.end() :].lstrip()
-    if before[-1:] in ("(", "[") and after[:1] in (")", "]") and m.group(2).count(",") == 1:
-        return m.group(0)
-    return m.group(1) + m.group(2).replace(",", "")
+def _bracketed(s: str) -> list[bool]:
+    """For each position: whether it is inside ``( )``, ``[ ]``, ``\\{ \\}`` or a ``{ }``
+    list, where commas separate items. A ``{`` opening a command's argument
+    (``\\frac{1,000}{3}``, ``^{..}``) does not count."""
+    inside = [False] * (len(s) + 1)
+    stack: list[bool] = []  # True for a bracket whose commas separate items
+    depth = 0
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and s[i + 1 : i + 2] in ("{", "}"):
+            if s[i + 1] == "{":
+                stack.append(True)
+                depth += 1
+            elif stack:
+                depth -= stack.pop()
+            inside[i] = inside[i + 1] = depth > 0
+            i += 2
+            continue
+        if c in "([":
+            stack.append(True)
+            depth += 1
+        elif c == "{":
+            is_list = _ARG_BRACE.search(s, max(0, i - 30), i) is None
+            stack.append(is_list)
+            depth += is_list
+        elif c in ")]}" and stack:
+            depth -= stack.pop()
+        inside[i] = depth > 0
+        i += 1
+    return inside
 
 
 def join_thousands(s: str) -> str:
     """Digit-group separators -> nothing: ``1{,}000``, ``1,\\!000``, ``1\\,000``, ``1,000``.
 
-    ``1 000`` is joined only when it is the whole answer (otherwise a space separates items).
-    ``32, 349`` (comma + space) stays a list.
+    Only correct groupings of one number are joined (``1{,}00`` and ``1,0000`` stay). A plain
+    comma is a list separator inside brackets (``(100,200,300)``, ``\\{1,000\\}``) and after a
+    space (``32, 349``). ``1 000`` (and the mixed number ``1 000 4/9``) is joined only when it
+    is the whole answer (otherwise a space separates items).
     """
-    s = _THOUSANDS_BRACES.sub("", s)
-    s = _THOUSANDS_COMMA.sub(lambda m: _join_group(s, m), s)
-    if _THOUSANDS_SPACE.fullmatch(s.strip()):
-        s = s.replace(" ", "")
-    return s
+    s = _THOUSANDS_EXPLICIT.sub(lambda m: m.group(1) + _EXPLICIT_SEP.sub("", m.group(2)), s)
+    if "," in s:
+        inside = _bracketed(s)
+        s = _THOUSANDS_COMMA.sub(
+            lambda m: m.group(0) if inside[m.start()] else m.group(1) + m.group(2).replace(",", ""),
+            s,
+        )
+    return join_spaced_thousands(s)
+
+
+def join_spaced_thousands(s: str) -> str:
+    """``1 000`` / ``1 000.5`` / ``1 000 4/9`` as the whole answer -> ``1000`` ...; the mixed
+    number needs a proper fraction (``1 000 4/9`` is 1000 + 4/9)."""
+    m = _THOUSANDS_SPACE.fullmatch(s.strip())
+    if m is None:
+        return s
+    if m.group("frac"):
+        num, den = (m.group("num"), m.group("den")) if m.group("num") else m.groups()[-2:]
+        if int(num) >= int(den):
+            return s
+    return m.group("int").replace(" ", "") + (m.group("dec") or "") + (m.group("frac") or "")
 
 
 _SPACING = re.compile(
@@ -486,10 +730,114 @@ _CONNECTORS = re.compile(
 )
 
 
+_INEQUALITY = re.compile(r"[<>]|\\(?:leq|geq|neq)(?![A-Za-z])")
+# An interval that cannot be a pair: an infinite end or mixed brackets.
+_INTERVAL = re.compile(
+    r"\s*(?:[(\[][^()\[\],]*,[^()\[\],]*\\infty\s*[)\]]|[(\[]\s*-?\s*\\infty[^()\[\],]*,"
+    r"[^()\[\],]*[)\]]|\([^()\[\],]*,[^()\[\],]*\]|\[[^()\[\],]*,[^()\[\],]*\))\s*"
+)
+
+
 def split_connectors(s: str) -> str:
-    """``6 and 8``, ``(1,2) or (2,1)``, ``1orW(x)`` -> comma-separated items."""
-    s = _CONNECTORS.sub(",", s)
-    return s.strip(",")
+    """``6 and 8``, ``(1,2) or (2,1)``, ``1orW(x)`` -> comma-separated items (``6, 8``).
+
+    The comma is followed by a space so the items are never re-read as one number with a
+    thousands separator or a decimal comma (``12 and 345`` is not 12345, ``6 and 8`` not 6.8).
+    ``or`` between two inequalities (``x < -1 or x > 1``) becomes ``\\lor``: the parser reads
+    it as the union of their solution sets, where a comma would mean a list. Between two
+    intervals that cannot be pairs (an infinite end, mixed brackets) it becomes ``\\cup``.
+    """
+    out: list[str] = []
+    pos = 0
+    matches = list(_CONNECTORS.finditer(s))
+    for k, m in enumerate(matches):
+        before = s[pos : m.start()]
+        after = s[m.end() : matches[k + 1].start() if k + 1 < len(matches) else len(s)]
+        is_or = m.group(0).strip(" ,").lower() == "or"
+        both_ineq = _INEQUALITY.search(before) and _INEQUALITY.search(after)
+        intervals = _INTERVAL.fullmatch(before) and _INTERVAL.fullmatch(after)
+        out.append(before)
+        if is_or and intervals:
+            out.append(" \\cup ")
+        else:
+            out.append(" \\lor " if is_or and both_ineq else ", ")
+        pos = m.end()
+    out.append(s[pos:])
+    return "".join(out).strip(", ")
+
+
+_ORDINAL = re.compile(
+    r"(?<![\w.])(?<!_\{)(\d+)(?:\s*\^\s*(?:\{\s*(st|nd|rd|th)\s*\}|(st|nd|rd|th))|(st|nd|rd|th))"
+    r"(?![A-Za-z])"
+)
+
+
+def _ordinal_suffix(n: int) -> str:
+    if n % 100 in (11, 12, 13):
+        return "th"
+    return {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+def drop_ordinal_suffix(s: str) -> str:
+    """``12^{th}``, ``15th``, ``21st`` -> the integer. Only the suffix English uses for that
+    number is dropped (``2th`` stays: it may be ``2 t h``)."""
+
+    def repl(m: re.Match[str]) -> str:
+        suffix = m.group(2) or m.group(3) or m.group(4)
+        return m.group(1) if suffix == _ordinal_suffix(int(m.group(1))) else m.group(0)
+
+    return _ORDINAL.sub(repl, s)
+
+
+# Units a text command may hold after a number: single letters are units only when written as
+# text (``82 \\mathrm{~m}``); a bare ``82 m`` may be 82·m.
+SI_LETTERS = frozenset("m g s h L l K N J W V A T".split())
+SI_WORDS = frozenset(
+    """km cm mm nm um dm kg mg ms ns min h hr kWh kW MW Hz kHz MHz GHz Pa kPa MPa mol cal kcal
+    eV keV MeV mL dL kL kN mA mV kV kJ MJ""".split()
+)
+_TEXT_UNIT = re.compile(
+    r"(?<=[\d}])(?P<pre>(?:\s|~|\\[,;:! ])*)\\(?:text|mathrm|mbox|textrm|rm|textnormal)\s*\{"
+    r"(?:\s|~|\\[,;:! ])*(?P<unit>[A-Za-z]{1,12}(?:\s*\^\s*\{?[23]\}?)?"
+    r"(?:\s*/\s*[A-Za-z]{1,12}(?:\s*\^\s*\{?[23]\}?)?)?)\s*\}(?:\s*\^\s*\{?[23]\}?)?"
+    r"(?=\s*(?:$|,|;|\)|\]|\\\}))"
+)
+
+
+def _is_unit_word(w: str) -> bool:
+    return w in SI_LETTERS or w in SI_WORDS or w.lower() in UNIT_WORDS
+
+
+def drop_text_units(s: str) -> str:
+    """``82 \\mathrm{~m}``, ``62 \\text{ km/h}``, ``9.8 \\text{ m/s}^2`` -> the number.
+
+    A unit written as text after a number, at the end of the answer or of a list item, is a
+    unit even when it is a single letter or a ratio of units (``\\mathrm{e}``, ``\\text{i}``
+    are not units). Runs before the text commands are unwrapped, while the origin is known.
+    """
+    if "\\" not in s or len(s) > 1000:
+        return s
+
+    def repl(m: re.Match[str]) -> str:
+        words = re.findall(r"[A-Za-z]+", m.group("unit"))
+        return "" if all(_is_unit_word(w) for w in words) else m.group(0)
+
+    return _TEXT_UNIT.sub(repl, s)
+
+
+_FOR_ALL = re.compile(
+    r"\s*,?\s*(?:\bfor\s+(?:all|every|any)|\\forall)\s*(?:real\s+(?:numbers?\s+)?)?"
+    r"[A-Za-z](?:\s*\\in\s*\\mathbb\s*\{?R\}?)?\s*\.?\s*$"
+)
+
+
+def drop_universal_qualifier(s: str) -> str:
+    """``f(x) = 0 for all x`` / ``\\forall x \\in \\mathbb{R}`` -> ``f(x) = 0``: a trailing
+    "for all x" restates that the answer is an identity in ``x``; it changes nothing."""
+    if len(s) > 1000:
+        return s
+    out = _FOR_ALL.sub("", s)
+    return out if out.strip() else s
 
 
 UNIT_WORDS = frozenset(
@@ -514,10 +862,13 @@ _UNIT_TAIL = re.compile(
     r"(?:\s*(?:/|per)\s*[A-Za-z]+(?:\s*\^\s*\{?[23]\}?)?)?)[ .]*"
     r"(?=$|\s*(?:,|;|\)|\]|\\\}|\}$))"
 )
+_COMPOUND_UNITS = frozenset("km/h km/hr m/s cm/s ft/s mi/h m/s^2 m/s^{2}".split())
 _HEAD_END = re.compile(r"[\d})]\s*(?:\\%|\^\\circ)?\s*$")
 
 
 def _unit_tail_ok(tail: str, glued: bool) -> bool:
+    if not glued and re.sub(r"\s+", "", tail.rstrip(". ")).lower() in _COMPOUND_UNITS:
+        return True
     words = re.findall(r"[A-Za-z]+", tail)
     if not words or any(w.lower() in _MATH_WORDS for w in words):
         return False
@@ -547,6 +898,25 @@ def strip_trailing_units(s: str) -> str:
         return ""
 
     return _UNIT_TAIL.sub(repl, s)
+
+
+_ALL_REALS = re.compile(
+    r"(?i)(?:the\s+set\s+of\s+)?all\s+real\s+(?:numbers?|values?|x)|every\s+real\s+number"
+)
+_NO_SOLUTION = re.compile(
+    r"(?i)(?:there\s+(?:is|are)\s+)?no\s+(?:real\s+)?solutions?|the\s+empty\s+set"
+)
+
+
+def name_sets_in_words(s: str) -> str:
+    """A whole answer "all real numbers" -> ``\\mathbb{R}``; "no solution" / "the empty set"
+    -> ``\\emptyset``. Only the whole answer: "all real numbers except 2" stays text."""
+    t = s.strip().rstrip(".")
+    if _ALL_REALS.fullmatch(t):
+        return "\\mathbb{R}"
+    if _NO_SOLUTION.fullmatch(t):
+        return "\\emptyset"
+    return s
 
 
 def strip_trailing_punct(s: str) -> str:
@@ -583,17 +953,21 @@ STEPS: tuple[Callable[[str], str], ...] = (
     strip_outer_delimiters,
     drop_display_commands,
     canonical_commands,
+    drop_text_units,
     unwrap_text_commands,
+    drop_ordinal_suffix,
     join_thousands,
     drop_spacing_commands,
     drop_currency,
     mark_percent,
     mark_degrees,
     split_connectors,
+    drop_universal_qualifier,
     strip_trailing_units,
     strip_trailing_punct,
+    name_sets_in_words,
     mixed_fraction_plain,
-    join_thousands,
+    join_spaced_thousands,
     collapse_whitespace,
 )
 

@@ -180,7 +180,7 @@ class _Parser:
             items.append(self.parse_rel())
             if len(items) > MAX_ITEMS:
                 raise ParseError("too many items")
-            if self.at(",", ";"):
+            if self.at(",", ";", "\\lor"):
                 seps.append(self.next().text)
                 if self.peek() is None or self.at(*stops):
                     return items, seps  # trailing separator
@@ -224,6 +224,11 @@ class _Parser:
         parts = [first]
         while self.at("\\cup", "\\cap", "\\setminus"):
             op = self.next().text
+            if op == "\\setminus" and parts == [nodes.NamedSetLit("R")]:
+                points = self.parse_add()  # R \ {a, b}: the reals but finitely many points
+                if not isinstance(points, nodes.SetLit) or self.at("\\cup", "\\cap", "\\setminus"):
+                    raise ParseError("only R minus a finite set is supported")
+                return nodes.RMinusLit(points.items)
             if op != "\\cup":
                 raise ParseError("only unions of sets are supported")
             parts.append(self.parse_add())
@@ -293,6 +298,8 @@ class _Parser:
                 cur = nodes.Div(cur, self.parse_unary())
             elif self._starts_factor():
                 t = self.peek()
+                if t is not None and t.kind == "num" and _ends_in_literal(cur):
+                    raise ParseError("two numbers side by side")  # "3 7" is not 21
                 if n_factors == 1 and t is not None and t.text == "\\frac" and _is_int_lit(cur):
                     f = self.parse_power()
                     if _is_int_fraction(f):
@@ -567,6 +574,9 @@ class _Parser:
         if name == "lceil":
             return nodes.Ceil(self.parse_group("\\rceil"))
         if name == "{":
+            builder = self._set_builder()
+            if builder is not None:
+                return builder
             self.enter()
             items, _ = self.parse_seq(("\\}",))
             self.leave()
@@ -579,6 +589,49 @@ class _Parser:
         if name.isalpha() and name not in _NOT_SYMBOLS:
             return nodes.Sym("\\" + name)  # unknown macro: an opaque name (\zzz, \ell, \hbar)
         raise ParseError(f"unsupported command \\{name}")
+
+    def _set_builder(self) -> nodes.Node | None:
+        """``\\{x \\mid -1 < x < 1\\}``, ``\\{x : ..\\}``, ``\\{x \\in \\mathbb{R} \\mid ..\\}``:
+        the solution set of inequalities in ``x`` (one, or several joined by "or"); None when
+        the braces do not open a set-builder."""
+        t = self.peek()
+        if t is None or t.kind != "id":
+            return None
+        k = 1
+        if self.at_offset(1, "\\in"):
+            domain = [u.text for u in self.toks[self.i + 2 : self.i + 6]]
+            if domain[:4] == ["\\mathbb", "{", "R", "}"]:
+                k = 6
+            elif domain[:2] == ["\\mathbb", "R"]:
+                k = 4
+            else:
+                return None
+        if not self.at_offset(k, "|", ":"):
+            return None
+        start, depth = self.i, self.depth
+        self.i += k + 1
+        try:
+            self.enter()
+            items, seps = self.parse_seq(("\\}",))
+            self.leave()
+            self.expect("\\}")
+        except TooDeep:
+            raise
+        except ParseError:
+            items, seps = [], []
+        ok = (
+            items
+            and all(sep == "\\lor" for sep in seps)
+            and all(_inequality_in(x, t.text) for x in items)
+        )
+        if not ok:  # not a condition on x: read the braces as before (\{a : b\} is a ratio)
+            self.i, self.depth = start, depth
+            return None
+        return nodes.UnionLit(tuple(items)) if len(items) > 1 else items[0]
+
+    def at_offset(self, k: int, *texts: str) -> bool:
+        t = self.peek(k)
+        return t is not None and t.kind in ("ch", "cmd") and t.text in texts
 
     def parse_bigop(self, name: str) -> nodes.Node:
         var = lo = hi = None
@@ -664,8 +717,22 @@ class _Parser:
 
 _NOT_SYMBOLS = frozenset(
     "end right left rfloor rceil cup cap setminus in notin leq geq neq approx cdot times div "
-    "pm mp circ prime to mapsto implies iff text frac sqrt int lim oint partial nabla".split()
+    "pm mp circ prime to mapsto implies iff text frac sqrt int lim oint partial nabla "
+    "lor land".split()
 )
+
+
+def _inequality_in(node: nodes.Node, var: str) -> bool:
+    """A parsed inequality (chain) whose only variable is ``var``."""
+    if not isinstance(node, nodes.RelLit) or any(op in ("=", "~", "in") for op in node.ops):
+        return False
+    if any(contains(part, nodes.WRITTEN) for part in node.parts):
+        return False
+    return all(free_symbols(part) <= {var} for part in node.parts) and any(
+        free_symbols(part) for part in node.parts
+    )
+
+
 _INVERSE = {"sin": "arcsin", "cos": "arccos", "tan": "arctan", "cot": "arccot"}
 
 
@@ -677,6 +744,13 @@ def _prime(base: nodes.Node) -> nodes.Ast:
     if not isinstance(base, nodes.Sym):
         raise ParseError("prime on a non-symbol")
     return nodes.Sym(base.name + "'")
+
+
+def _ends_in_literal(node: nodes.Node) -> bool:
+    """A bare number literal, or a product ending in one (``2^6 3^5`` is a product)."""
+    if isinstance(node, nodes.Mul):
+        node = node.factors[-1]
+    return isinstance(node, nodes.Int | nodes.Dec)
 
 
 def _is_int_lit(node: nodes.Node) -> bool:
@@ -756,6 +830,7 @@ _TIME = re.compile(r"(?i)^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(a\.?\s*m\.?|p\.?\s*m
 _CHOICE = re.compile(r"^\(\s*([A-Za-z])\s*\)$|^([A-Z])\s*\)$|^(?i:option|choice)\s+([A-Za-z])$")
 _TEXT = re.compile(r"^[A-Za-z][A-Za-z'\- ]*[A-Za-z.]$")
 _LONG_WORD = re.compile(r"[A-Za-z]{3,}")
+_YES_NO = re.compile(r"(?i)^(?:yes|no)(?:[ ,.;:!\-]+[A-Za-z][A-Za-z' ,.;:!\-]*)?$")
 
 
 def _time_answer(s: str) -> nodes.Answer | None:
@@ -779,6 +854,8 @@ def _word_answer(s: str) -> nodes.Answer | None:
         return nodes.Letter(next(g for g in m.groups() if g), True)
     if len(s) == 1 and s.isalpha():
         return nodes.Letter(s, False)
+    if _YES_NO.match(s):
+        return nodes.Text(text_key(s), False)
     if _TEXT.match(s):
         words = _LONG_WORD.findall(s)
         if any(w.lower() not in _PLAIN_WORDS for w in words):
@@ -819,6 +896,11 @@ def parse_answer(s: str) -> nodes.Answer:
 
 
 def _top_answer(items: list[nodes.Node], seps: list[str]) -> nodes.Answer:
+    if "\\lor" in seps:
+        var = _one_variable(items)
+        if all(sep == "\\lor" for sep in seps) and var is not None:
+            return nodes.Union(tuple(to_answer(x) for x in items))  # x < -1 or x > 1
+        seps = ["," if sep == "\\lor" else sep for sep in seps]
     if ";" in seps and "," in seps:
         groups: list[list[nodes.Node]] = [[]]
         for i, item in enumerate(items):
@@ -837,6 +919,21 @@ def _top_answer(items: list[nodes.Node], seps: list[str]) -> nodes.Answer:
         return alts[0] if len(alts) == 1 else nodes.Coll("list", tuple(alts))
     elems = [a for item in items for a in expand(to_answer(item))]
     return _collection("list", elems)
+
+
+def _one_variable(items: list[nodes.Node]) -> str | None:
+    """The variable of a list of inequalities that all have the same single variable."""
+    names = {
+        name
+        for x in items
+        if isinstance(x, nodes.RelLit)
+        for part in x.parts
+        for name in free_symbols(part)
+    }
+    if len(names) != 1:
+        return None
+    var = next(iter(names))
+    return var if all(_inequality_in(x, var) for x in items) else None
 
 
 def _collection(kind: str, elems: list[nodes.Answer]) -> nodes.Answer:
@@ -873,6 +970,8 @@ def to_answer(node: nodes.Node) -> nodes.Answer:
         return nodes.Coll("list", tuple(to_answer(x) for x in node.rows))
     if isinstance(node, nodes.UnionLit):
         return nodes.Union(tuple(to_answer(x) for x in node.parts))
+    if isinstance(node, nodes.RMinusLit):
+        return nodes.RMinus(tuple(to_answer(x) for x in node.points))
     if isinstance(node, nodes.RatioLit):
         return nodes.Ratio(tuple(_expr_of(to_answer(x)) for x in node.parts))
     if isinstance(node, nodes.RelLit):

@@ -73,8 +73,10 @@ def test_extract_final_answer(text: str, answer: str) -> None:
         (N.drop_currency, "\\$5", " 5"),
         (N.mark_percent, "28 percent", "28\\%"),
         (N.mark_degrees, "30^{\\circ}", "30^\\circ "),
-        (N.split_connectors, "6 and 8", "6,8"),
-        (N.split_connectors, "(11,7)or(7,11)", "(11,7),(7,11)"),
+        # comma + space: the items are never re-read as 6.8 or as one thousands-grouped number
+        (N.split_connectors, "6 and 8", "6, 8"),
+        (N.split_connectors, "(11,7)or(7,11)", "(11,7), (7,11)"),
+        (N.split_connectors, "x < -1 or x > 1", "x < -1 \\lor x > 1"),
         (N.strip_trailing_units, "64 square feet", "64"),
         (N.strip_trailing_units, "10m", "10m"),
         (N.strip_trailing_units, "2 x", "2 x"),
