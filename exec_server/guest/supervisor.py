@@ -261,15 +261,14 @@ class _Zygote:
             self.sock.close()
             _zygote_main(theirs, config)
         theirs.close()
-        self.ready = False  # it imports in parallel: the sandbox serves light snippets meanwhile
+        # Waited for: the clean-up compares the container's memory with what it held when
+        # ready, which must include the zygote's imports.
+        if self.sock.recv(16) != b"ready":
+            raise RuntimeError("the zygote did not start")
 
     def spawn(self, fds):
         """Fork a heavy child on ``fds`` (body, stdout, stderr, hand-over); its pid. The child
         is reparented to PID 1 before this returns."""
-        if not self.ready:
-            if self.sock.recv(16) != b"ready":
-                raise RuntimeError("the zygote did not start")
-            self.ready = True
         socket.send_fds(self.sock, [b"fork"], fds)
         answer = self.sock.recv(32)
         if not answer:
