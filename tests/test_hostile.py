@@ -295,8 +295,8 @@ def checker(case_id: str) -> Callable[[Check], Check]:
     return register
 
 
-def run_row(svc: Service, row: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return svc.run(row["code"], **{**row.get("request", {}), **fields})
+def run_row(svc: Service, row: dict[str, Any]) -> dict[str, Any]:
+    return svc.run(row["code"], **row.get("request", {}))
 
 
 def under_gvisor(svc: Service) -> bool:
@@ -634,11 +634,9 @@ def _disk_fill_tmp(svc: Service, row: dict[str, Any]) -> None:
         assert "[Errno 27]" in data["stderr"] or "[Errno 28]" in data["stderr"], data["stderr"]
 
 
-def count_then_errno(
-    svc: Service, row: dict[str, Any], most: int, errnos: set[int], **fields: Any
-) -> None:
+def count_then_errno(svc: Service, row: dict[str, Any], most: int, errnos: set[int]) -> None:
     """The row prints how many writes worked, then the errno that stopped it."""
-    data = run_row(svc, row, **fields)
+    data = run_row(svc, row)
     assert data["status"] == "ok", data
     count, errno = (int(x) for x in data["stdout"].split())
     assert count <= most and errno in errnos, data["stdout"]
