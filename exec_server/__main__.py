@@ -1,4 +1,7 @@
-"""Command line: `python -m exec_server [serve] [--host H] [--port P]` and `build-image`."""
+"""Command line: `python -m exec_server [serve] [--host H] [--port P]` and `healthcheck`.
+
+Images are built from a source checkout: `python -m tools.build_image` (docs/sandbox-image.md).
+"""
 
 from __future__ import annotations
 
@@ -33,23 +36,6 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_image(args: argparse.Namespace) -> int:
-    from .image import DOCKER_DIR, build_sandbox_image, build_server_image
-    from .settings import Settings
-
-    if not DOCKER_DIR.is_dir():  # the Dockerfiles ship with the source, not in the wheel
-        print(f"build-image needs a source checkout of boxed ({DOCKER_DIR} is missing)")
-        return 2
-
-    tag = args.tag or Settings().sandbox_image
-    build_sandbox_image(tag, offline=args.offline, base=args.base)
-    print(f"built {tag}")
-    if args.server:
-        server = build_server_image(offline=args.offline, base=args.base)
-        print(f"built {server}")
-    return 0
-
-
 def _healthcheck(args: argparse.Namespace) -> int:
     """Exit 0 when the local service is ready (for container healthchecks)."""
     import urllib.request
@@ -72,16 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--host", default=None, help="default 127.0.0.1 (BOXED_HOST)")
         p.add_argument("--port", type=int, default=None, help="default 5002 (BOXED_PORT)")
         p.add_argument("--log-level", default="info")
-    image = sub.add_parser("build-image", help="build the sandbox image")
-    image.add_argument("--offline", action="store_true", help="base from Debian packages")
-    image.add_argument("--base", default=None, help="base image (build argument BASE)")
-    image.add_argument("--tag", default=None, help="default BOXED_SANDBOX_IMAGE")
-    image.add_argument("--server", action="store_true", help="also build boxed-server:latest")
     health = sub.add_parser("healthcheck", help="exit 0 when the local service is ready")
     health.add_argument("--timeout", type=float, default=3.0)
     args = parser.parse_args(argv)
-    if args.command == "build-image":
-        return _build_image(args)
     if args.command == "healthcheck":
         return _healthcheck(args)
     return _serve(args)

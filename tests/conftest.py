@@ -66,7 +66,7 @@ def docker_problem() -> str | None:
     try:
         client.images.get(IMAGE)
     except Exception:
-        return f"sandbox image {IMAGE} missing (python -m exec_server build-image --offline)"
+        return f"sandbox image {IMAGE} missing (python -m tools.build_image --offline)"
     return None
 
 

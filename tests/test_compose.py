@@ -12,8 +12,8 @@ import uuid
 import httpx
 import pytest
 
-from exec_server import image
 from tests.conftest import REPO, free_port, instance_containers
+from tools import build_image as image
 
 pytestmark = pytest.mark.docker
 

@@ -49,10 +49,10 @@ def test_a_missing_image_is_reported_once_with_the_command_that_builds_it() -> N
         log = service.log.read_text()
     finally:
         service.stop()
-    assert ready.status_code == 503 and "build-image" in ready.json()["problem"], ready.text
+    assert ready.status_code == 503 and "tools.build_image" in ready.json()["problem"], ready.text
     assert answer.status_code == 503 and answer.headers["Retry-After"], answer.text
     assert "boxed-sandbox:never-built is missing" in answer.json()["detail"], answer.text
-    assert "python -m exec_server build-image" in answer.json()["detail"], answer.text
+    assert "python -m tools.build_image" in answer.json()["detail"], answer.text
     assert log.count("sandboxes unavailable") == 1, log  # logged once, not per retry
     assert "warm-up failed" not in log, log  # no warm-up tried while it cannot work
     assert instance_containers(service.instance) == []

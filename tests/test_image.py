@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from exec_server import image
+from exec_server.image_labels import sandbox_versions
+from tools import build_image as image
 
 CHECK = image.SANDBOX_DIR / "check_versions.py"
 
@@ -43,7 +44,7 @@ def test_sandbox_versions_reads_the_labels() -> None:
         "boxed.packages": '{"sympy":"1.14.0","mpmath":"1.3.0","numpy":"2.4.6"}',
         "other": "x",
     }
-    assert image.sandbox_versions(labels) == {
+    assert sandbox_versions(labels) == {
         "python": "3.11.2",
         "packages": {"mpmath": "1.3.0", "numpy": "2.4.6", "sympy": "1.14.0"},
     }
@@ -54,7 +55,7 @@ def test_sandbox_versions_reads_the_labels() -> None:
     [None, {}, {"boxed.packages": "not json"}, {"boxed.packages": '["sympy"]'}],
 )
 def test_sandbox_versions_unknown_is_none(labels: dict[str, str] | None) -> None:
-    assert image.sandbox_versions(labels) == {"python": None, "packages": None}
+    assert sandbox_versions(labels) == {"python": None, "packages": None}
 
 
 def check(*args: str) -> subprocess.CompletedProcess[str]:
@@ -119,7 +120,7 @@ def test_offline_image_holds_and_labels_the_pinned_versions(offline_image: str) 
     pins = image.sandbox_pins()
     labels = json.loads(docker("image", "inspect", "-f", "{{json .Config.Labels}}", offline_image))
     expected = {"python": dockerfile_arg("PYTHON_VERSION"), "packages": pins}
-    assert image.sandbox_versions(labels) == expected
+    assert sandbox_versions(labels) == expected
     code = (
         "import platform, sympy, numpy, mpmath; "
         "print(platform.python_version(), sympy.__version__, numpy.__version__, "

@@ -32,7 +32,7 @@ import docker
 
 from ..guest import bootstrap_source, module_sources
 from ..guest.protocol import pop_frames
-from ..image import sandbox_versions
+from ..image_labels import sandbox_versions
 from ..settings import Settings
 from .base import BackendHealth, SandboxError
 from .supervised import SupervisedSandbox
@@ -375,7 +375,7 @@ class DockerBackend:
         except docker.errors.ImageNotFound:
             problem = (
                 f"sandbox image {image} is missing; build it with "
-                "`python -m exec_server build-image --offline` (or `docker compose build`)"
+                "`python -m tools.build_image --offline` (or `docker compose build`)"
             )
             return BackendHealth(up=up, problem=problem, details={"image_present": False})
         except Exception as exc:

@@ -5,12 +5,16 @@ only network it needs) and is loaded with ``docker import``; the Dockerfiles the
 with ``--network host`` and install Python packages only from wheels already on disk.
 
 Both ways, the sandbox gets Debian bookworm's Python 3.11 and the packages pinned in
-``docker/sandbox/requirements.txt``, recorded in the image's labels (:func:`sandbox_versions`).
+``docker/sandbox/requirements.txt``, recorded in the image's labels (read back by
+:mod:`exec_server.image_labels`).
+
+Run from a source checkout (it needs the ``docker/`` folder beside it; it is not part of the
+installed package): ``python -m tools.build_image [--offline] [--server] [--base B] [--tag T]``.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import platform
 import shutil
@@ -18,9 +22,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
 OFFLINE_BASE = "boxed-base:bookworm"
@@ -92,8 +94,6 @@ SANDBOX_DIR = DOCKER_DIR / "sandbox"
 SANDBOX_REQUIREMENTS = SANDBOX_DIR / "requirements.txt"
 SANDBOX_WHEELS_DIR = SANDBOX_DIR / "wheels"
 SANDBOX_PYTHON = "3.11"  # Debian bookworm's python3, online and offline
-PYTHON_LABEL = "boxed.python"
-PACKAGES_LABEL = "boxed.packages"
 
 
 def sandbox_pins(path: Path = SANDBOX_REQUIREMENTS) -> dict[str, str]:
@@ -137,25 +137,6 @@ def build_sandbox_image(tag: str, *, offline: bool = False, base: str | None = N
     return build("sandbox", tag, base=base)
 
 
-def sandbox_versions(labels: Mapping[str, str] | None) -> dict[str, Any]:
-    """The sandbox's Python and package versions as its image's labels record them, e.g.
-    ``{"python": "3.11.2", "packages": {"mpmath": "1.3.0", "numpy": "2.4.6", ...}}``, for the
-    service to report. ``None`` for what the labels do not say (an image built before they
-    existed, or by another Dockerfile): unknown, never guessed."""
-    labels = labels or {}
-    python = labels.get(PYTHON_LABEL) or None
-    packages = None
-    try:
-        parsed = json.loads(labels.get(PACKAGES_LABEL) or "null")
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
-    ):
-        packages = dict(sorted(parsed.items()))
-    return {"python": python, "packages": packages}
-
-
 SERVER_IMAGE = "boxed-server:latest"
 WHEELS_DIR = DOCKER_DIR / "server" / "wheels"
 
@@ -184,3 +165,24 @@ def build_server_image(
             build_offline_base(base)
         download_wheels()
     return build("server", tag, base=base)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.build_image")
+    parser.add_argument("--offline", action="store_true", help="base from Debian packages")
+    parser.add_argument("--base", default=None, help="base image (build argument BASE)")
+    parser.add_argument("--tag", default=None, help="default BOXED_SANDBOX_IMAGE")
+    parser.add_argument("--server", action="store_true", help=f"also build {SERVER_IMAGE}")
+    args = parser.parse_args(argv)
+    from exec_server.settings import Settings
+
+    tag = args.tag or Settings().sandbox_image
+    build_sandbox_image(tag, offline=args.offline, base=args.base)
+    print(f"built {tag}")
+    if args.server:
+        print(f"built {build_server_image(offline=args.offline, base=args.base)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
