@@ -6,12 +6,12 @@ with :class:`scorer.symbolic.SympyBackend`, answer each request.
 
 Two ways to run:
 
-* ``python -m scorer._worker --zygote FD`` — the *zygote*: imports sympy once, warms the
+* ``python -m scorer.sympy_worker --zygote FD`` — the *zygote*: imports sympy once, warms the
   caches, then waits on the control socket ``FD`` (AF_UNIX, SOCK_SEQPACKET). ``spawn`` (with a
   socket attached as SCM_RIGHTS) forks a worker that serves requests on that socket and
   answers ``pid N``; ``kill N`` SIGKILLs and reaps one of its workers. All reaping happens in
   this single thread, so a pid is never signalled after it could have been reused.
-* ``python -m scorer._worker`` — a stand-alone worker on stdin/stdout (fallback when the
+* ``python -m scorer.sympy_worker`` — a stand-alone worker on stdin/stdout (fallback when the
   zygote cannot be used).
 
 Worker protocol: it prints ``ready``; then for each JSON line ``{"id", "pred", "gold"}``
