@@ -50,13 +50,26 @@ def settings(**extra: object) -> Settings:
     )
 
 
+def container_cpu_ns(container_id: str) -> int | None:
+    """The container's CPU time so far (cgroup v1 cpuacct, or v2 cpu.stat), None if unknown."""
+    v1 = Path(f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage")
+    v2 = Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat")
+    try:
+        if v1.exists():
+            return int(v1.read_text())
+        return int(v2.read_text().split("usage_usec ")[1].split()[0]) * 1000
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 async def sandbox_layer(runs: int) -> dict[str, float]:
     backend = DockerBackend(settings(), reuse=True)
     job = Job(code=CODE, stdin="", limits=RunLimits(5, 5, 256, 65536))
     sandbox = await backend.create_warm(256)
-    total, child, settle = [], [], []
+    total, child, settle, cpu = [], [], [], []
     try:
         for _ in range(runs):
+            cpu_before = container_cpu_ns(sandbox.id)
             started = time.perf_counter()
             observation = await sandbox.run(job)
             answered = time.perf_counter()
@@ -64,6 +77,9 @@ async def sandbox_layer(runs: int) -> dict[str, float]:
             total.append((answered - started) * 1000)
             settle.append((time.perf_counter() - answered) * 1000)
             child.append(observation.duration_ms)
+            cpu_after = container_cpu_ns(sandbox.id)
+            if cpu_before is not None and cpu_after is not None:
+                cpu.append((cpu_after - cpu_before) / 1e6)
             if sandbox.runs >= backend.settings.process_max_runs - 1:
                 await sandbox.discard()
                 sandbox = await backend.create_warm(256)
@@ -74,6 +90,7 @@ async def sandbox_layer(runs: int) -> dict[str, float]:
         "sandbox run": p50(total),
         "  of it hand-over to reaped child": p50(child),
         "settle (after the answer)": p50(settle),
+        **({"sandbox CPU per snippet (container cgroup)": p50(cpu)} if cpu else {}),
     }
 
 
@@ -148,11 +165,19 @@ def service_layer(runs: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=400)
-    runs = parser.parse_args().runs
+    parser.add_argument("--sandbox-only", action="store_true", help="only the sandbox layer")
+    args = parser.parse_args()
+    runs = args.runs
     rows = asyncio.run(sandbox_layer(runs))
+    if args.sandbox_only:
+        return print_rows(rows, runs)
     rows |= asyncio.run(executor_layer(runs))
     rows |= http_layer(runs)
     rows |= service_layer(runs)
+    print_rows(rows, runs)
+
+
+def print_rows(rows: dict[str, float], runs: int) -> None:
     print(f"\n`{CODE}`, {runs} sequential runs per layer, p50 in ms\n")
     print("| layer | p50 ms |\n|---|---|")
     for what, value in rows.items():

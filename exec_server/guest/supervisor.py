@@ -79,13 +79,19 @@ CAP_LINES = ("CapInh:", "CapPrm:", "CapEff:", "CapAmb:")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 # The cgroup's memory charge (cgroup v1, v2) and its breakdown (to leave out the page cache).
 MEMORY_FILES = (
-    ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory/memory.stat", "total_"),
-    ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", ""),
+    ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory/memory.stat", b"total_"),
+    ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", b""),
 )
 MEMORY_MARGIN = 16 * 1024 * 1024  # charge a clean container may gain (slab, page tables)
 # Counters of the network namespace: they change only when a snippet uses the network, and a
 # snippet can set them to values the next one reads (see docs/process-mode.md).
 NET_COUNTERS = ("/proc/net/snmp", "/proc/net/snmp6", "/proc/net/netstat", "/proc/net/dev")
+# The namespace's socket counts ("sockets: used", "inuse", "tw": per network namespace; the
+# other figures are the machine's). Listing the sockets instead (/proc/net/tcp) walks the host's
+# whole TCP hash table: about 0.6 ms per file per read here. gVisor has no sockstat: its own
+# socket lists are short, and are read instead.
+SOCKSTAT = ("/proc/net/sockstat", "/proc/net/sockstat6")
+SOCKSTAT_PER_NAMESPACE = (b"used", b"inuse", b"tw")
 INET_SOCKETS = ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6")
 M_ARENA_MAX = -8
 THREAD_STACK = 4 * 1024 * 1024
@@ -460,13 +466,35 @@ def _read_at_start(fd):
 
 
 class _Counters:
-    """The files read after every run, opened once: the cgroup's OOM-kill counter and the
-    System V IPC tables."""
+    """The files read after every run, opened once (an open costs more than the read): the
+    cgroup's OOM-kill counter and memory charge, the System V IPC tables, the network
+    namespace's counters and sockets."""
 
     def __init__(self):
         self.oom = _open_first(OOM_FILES)
-        self.sysv = [fd for fd in (_open_first([path]) for path in SYSV_FILES) if fd is not None]
-        self.fds = {fd for fd in (self.oom, *self.sysv) if fd is not None}
+        self.sysv = _open_each(SYSV_FILES)
+        self.memory = None  # (usage fd, stat fd, stat key prefix) of the cgroup, if any
+        for usage_path, stat_path, prefix in MEMORY_FILES:
+            usage, stat = _open_first([usage_path]), _open_first([stat_path])
+            if usage is not None and stat is not None:
+                self.memory = (usage, stat, prefix)
+                break
+            for fd in (usage, stat):
+                if fd is not None:
+                    os.close(fd)
+        self.net = _open_each(NET_COUNTERS)
+        self.sockstat = _open_each(SOCKSTAT)
+        self.inet = [] if self.sockstat else _open_named(INET_SOCKETS)
+        self.unix = _open_first(["/proc/net/unix"])
+        self.fds = (
+            {
+                fd
+                for fd in (self.oom, self.unix, *self.sysv, *self.net, *self.sockstat)
+                if fd is not None
+            }
+            | {fd for fd, _ in self.inet}
+            | set((self.memory or ())[:2])
+        )
 
     def oom_kills(self):
         if self.oom is None:
@@ -480,6 +508,62 @@ class _Counters:
     def sysv_objects_left(self):
         """Whether any System V IPC object exists (each table has a header line)."""
         return any(_read_at_start(fd).count(b"\n") > 1 for fd in self.sysv)
+
+    def memory_charged(self):
+        """The cgroup's memory charge less its page cache (bytes; None where there is no cgroup
+        file, as under gVisor): what processes, memfds, sockets and the kernel's objects hold."""
+        if self.memory is None:
+            return None
+        usage_fd, stat_fd, prefix = self.memory
+        try:
+            usage = int(_read_at_start(usage_fd))
+            stat = dict(line.split() for line in _read_at_start(stat_fd).splitlines())
+        except ValueError:
+            return None
+        kinds = (b"active_file", b"inactive_file")
+        return usage - sum(int(stat.get(prefix + kind, 0)) for kind in kinds)
+
+    def net_counters(self):
+        return [_read_at_start(fd) for fd in self.net]
+
+    def socket_counts(self):
+        """The namespace's own socket counts from sockstat: ((protocol, key, value), ...)."""
+        counts = []
+        for fd in self.sockstat:
+            for line in _read_at_start(fd).splitlines():
+                protocol, _, rest = line.partition(b":")
+                fields = rest.split()
+                counts += [
+                    (protocol, key, value)
+                    for key, value in zip(fields[::2], fields[1::2], strict=False)
+                    if key in SOCKSTAT_PER_NAMESPACE
+                ]
+        return tuple(counts)
+
+    def sockets_listed(self):
+        """Where there is no sockstat: the sockets each inet table lists (less its header)."""
+        found = []
+        for fd, path in self.inet:
+            left = _read_at_start(fd).count(b"\n") - 1
+            if left > 0:
+                found.append(f"{left} sockets left in {path}")
+        return found
+
+    def unix_sockets_bound(self):
+        if self.unix is None:
+            return []
+        lines = _read_at_start(self.unix).splitlines()[1:]
+        return [fields[7] for fields in map(bytes.split, lines) if len(fields) > 7]
+
+
+def _open_named(paths):
+    """(descriptor, path) of those of ``paths`` that open."""
+    return [(fd, path) for fd, path in ((_open_first([p]), p) for p in paths) if fd is not None]
+
+
+def _open_each(paths):
+    """Descriptors of those of ``paths`` that open."""
+    return [fd for fd, _ in _open_named(paths)]
 
 
 def _processes():
@@ -678,75 +762,36 @@ def _serve_one(header, child, config, exits, counters):
 
 
 # -- proving the container clean -------------------------------------------------------------
-def _memory_charged():
-    """The cgroup's memory charge less its page cache (bytes; None where there is no cgroup
-    file, as under gVisor): what processes, memfds, sockets and the kernel's objects hold."""
-    for usage_path, stat_path, prefix in MEMORY_FILES:
-        try:
-            with open(usage_path) as f:
-                usage = int(f.read())
-            with open(stat_path) as f:
-                stat = dict(line.split() for line in f)
-        except (OSError, ValueError):
-            continue
-        cache = sum(int(stat.get(prefix + kind, 0)) for kind in ("active_file", "inactive_file"))
-        return usage - cache
-    return None
-
-
-def _read_texts(paths):
-    texts = []
-    for path in paths:
-        try:
-            with open(path) as f:
-                texts.append(f.read())
-        except OSError:
-            texts.append(None)
-    return texts
-
-
-def _sockets_left():
-    """Sockets of the network namespace that outlived every process of the snippet (held by
-    descriptors in flight in a unix socket sent into itself, or in TIME_WAIT)."""
-    found = []
-    for path in INET_SOCKETS:
-        try:
-            with open(path) as f:
-                left = len(f.readlines()) - 1
-        except OSError:
-            continue
-        if left > 0:
-            found.append(f"{left} sockets left in {path}")
-    try:
-        with open("/proc/net/unix") as f:
-            bound = [fields[7] for fields in map(str.split, f.readlines()[1:]) if len(fields) > 7]
-    except OSError:
-        bound = []
-    if bound:
-        found.append(f"{len(bound)} unix sockets still bound (first: {bound[0][:40]!r})")
-    return found
-
-
 class _Baseline:
     """What this container looks like clean: measured once, before its first child exists."""
 
     def __init__(self, counters):
         self.counters = counters
         self.oom_kills = counters.oom_kills()
-        self.memory = _memory_charged()
-        self.net = _read_texts(NET_COUNTERS)
+        self.memory = counters.memory_charged()
+        self.net = counters.net_counters()
+        self.sockets = counters.socket_counts()
         self.memory_grown = 0  # the last check's finding (reported, for the margin's sake)
 
     def problems(self):
         """What the snippet left that no process holds: each retires the container."""
-        found = []
-        if self.oom_kills is not None and self.counters.oom_kills() != self.oom_kills:
+        counters, found = self.counters, []
+        if self.oom_kills is not None and counters.oom_kills() != self.oom_kills:
             # the victim may have been the zygote, or memory charged beyond the snippet's
             found.append("the OOM killer acted in this container")
-        if _read_texts(NET_COUNTERS) != self.net:
+        if counters.net_counters() != self.net:
             found.append("the network counters moved: a snippet used the network")
-        found += _sockets_left()
-        memory = _memory_charged()
+        # Sockets that outlived every process of the snippet (held by descriptors in flight in
+        # a unix socket sent into itself, or in TIME_WAIT).
+        sockets = counters.socket_counts()
+        if sockets != self.sockets:
+            moved = sorted(set(sockets) - set(self.sockets))
+            found.append(f"sockets left in the network namespace: {_text(moved)}")
+        found += counters.sockets_listed()
+        bound = counters.unix_sockets_bound()
+        if bound:
+            found.append(f"{len(bound)} unix sockets still bound (first: {bound[0][:40]!r})")
+        memory = counters.memory_charged()
         if self.memory is not None and memory is not None:
             self.memory_grown = memory - self.memory
             if self.memory_grown > MEMORY_MARGIN:
@@ -755,6 +800,10 @@ class _Baseline:
                     "(memory no process holds)"
                 )
         return found
+
+
+def _text(counts):
+    return ", ".join(f"{p.decode()} {k.decode()} {v.decode()}" for p, k, v in counts)
 
 
 def _wipe_dir(dir_fd, depth):
