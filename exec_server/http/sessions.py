@@ -9,7 +9,9 @@ that session too (``http/execute.py``). Errors go through the one table of ``htt
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Request, Response
 
 from .. import metrics
 from ..models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
@@ -17,6 +19,8 @@ from .auth import GUARDED
 from .execute import request_id
 from .json_body import JsonBodyRoute
 
+# The body may be left out: every limit then takes the server default.
+OptionalLimits = Annotated[SessionCreateRequest, Body(default_factory=SessionCreateRequest)]
 router = APIRouter(route_class=JsonBodyRoute, dependencies=GUARDED, tags=["sessions"])
 _ANSWERS = {
     404: {"description": "No such session (never made, or deleted)."},
@@ -29,10 +33,10 @@ _ANSWERS = {
     response_model=SessionInfo,
     status_code=201,
 )
-async def create_session(request: Request, req: SessionCreateRequest | None = None) -> SessionInfo:
+async def create_session(request: Request, req: OptionalLimits) -> SessionInfo:
     """Open a session: a persistent interpreter in a sandbox of its own (429 when
     ``BOXED_MAX_SESSIONS`` are open)."""
-    info = await request.app.state.executor.sessions.create(req or SessionCreateRequest())
+    info = await request.app.state.executor.sessions.create(req)
     metrics.REQUESTS.labels("/sessions", "201").inc()
     return info
 
