@@ -65,8 +65,9 @@ def test_admission_bounds_running_and_queue() -> None:
 
 
 def test_installed_commands_answer_help() -> None:
-    """`boxed --help`, `boxed-scorer --help` and `boxed-openenv --help`: each [project.scripts] target, run as the
-    installed script runs it (this checkout's code, whatever is installed)."""
+    """`boxed --help`, `boxed-scorer --help` and `boxed-openenv --help`: each
+    [project.scripts] target, run as the installed script runs it (this checkout's code,
+    whatever is installed)."""
     import tomllib
 
     from tests.service import REPO
