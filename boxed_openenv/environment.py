@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from typing import Any
 
@@ -64,6 +65,8 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
             return CodeObservation(status="lost", done=True, reward=0.0, error="episode is over")
         session = self._session or self._open()
         self._state.step_count += 1
+        if not action.code and action.answer is None:
+            return CodeObservation(status="ready", reward=0.0, error="no code and no answer")
         obs = CodeObservation(status="answered", reward=0.0)
         if action.code:
             obs = self._run(session, action.code, action.timeout or timeout_s)
@@ -100,8 +103,13 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         if task.answer is not None:
             correct = verify(answer, task.answer).correct
         else:
-            result = self._client.execute(f"{answer}\n\n{task.tests}")
-            correct = result.status == "ok"
+            # The tests passed only if the program got past them: its last line is a token
+            # chosen now, which an answer that exits early (os._exit(0)) never prints.
+            token = secrets.token_hex(16)
+            program = f"{answer}\n\n{task.tests}\n\nprint({token!r})\n"
+            result = self._client.execute(program)
+            lines = result.stdout.splitlines()
+            correct = result.status == "ok" and bool(lines) and lines[-1] == token
         return correct, 1.0 if correct else 0.0
 
     @property

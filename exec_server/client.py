@@ -484,6 +484,8 @@ class _Attempts:
         )
         if response.status_code not in RETRY_STATUSES:
             raise error
+        if not self.replay and response.status_code not in (429, 503):
+            raise error  # a proxy's 502/504: the request may have run
         if retry_after is not None:
             self.client._hold(i, retry_after)
         return self._delay(i, retry_after, error, None)

@@ -108,6 +108,12 @@ def test_a_lost_session_ends_the_episode_with_the_reason(env_server: tuple[str, 
         env.reset(task={"tests": "assert f() == 1"})
         passed = env.step(CodeAction(answer="def f():\n    return 1"))
         assert passed.reward == 1.0
+        env.reset(task={"tests": "assert f() == 1"})
+        escaped = env.step(CodeAction(answer="import os\nos._exit(0)"))  # skips the tests
+        assert escaped.done and escaped.reward == 0.0 and escaped.observation.correct is False
+        env.reset(task={"tests": "assert f() == 1"})
+        nothing = env.step(CodeAction())
+        assert nothing.observation.error == "no code and no answer" and not nothing.done
     assert until_no_session(instance) == []
 
 
