@@ -177,11 +177,11 @@ class SessionManager:
             raise SessionGone(f"session {session_id} {self._gone[session_id]}")
         raise SessionNotFound(f"no session {session_id!r} (never made, or deleted)")
 
-    def _forget(self, session: _Session, why: str | None) -> None:
+    def _forget(self, session: _Session, why: str | None) -> asyncio.Task[None] | None:
         """Close ``session`` now (``why``: remembered for 410 answers) and remove its sandbox
-        in the background."""
+        in the background; the removal's task."""
         if self._open.pop(session.id, None) is None:
-            return
+            return None
         if why is not None:
             self._gone[session.id] = why
             while len(self._gone) > GONE_KEPT:
@@ -191,6 +191,7 @@ class SessionManager:
         task = asyncio.ensure_future(self._remove(session.sandbox))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _remove(self, sandbox: SessionSandbox) -> None:
         try:
@@ -239,9 +240,9 @@ class SessionManager:
         forgotten)."""
         if self._gone.pop(session_id, None) is not None:
             return
-        session = self._find(session_id)
-        self._forget(session, None)
-        await self.drain()
+        removal = self._forget(self._find(session_id), None)
+        if removal is not None:
+            await asyncio.shield(removal)  # a caller that goes away does not stop the removal
 
     async def execute(
         self, session_id: str, req: ExecuteRequest, request_id: str

@@ -137,7 +137,8 @@ def _run_cell(code, namespace):
 class _Interpreter:
     """The session's interpreter as the supervisor sees it: its pid, socket and pipes."""
 
-    def __init__(self, config):
+    def __init__(self, config, exits, counters):
+        self.exits, self.counters = exits, counters  # the supervisor's SIGCHLD pipe, cgroup files
         self.uid = int(config["uid"])
         self.cap = int(config["output_cap"])
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -334,8 +335,7 @@ def main(config):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exits = supervisor._ChildExits()
     counters = supervisor._Counters()
-    interpreter = _Interpreter(config)
-    interpreter.exits, interpreter.counters = exits, counters
+    interpreter = _Interpreter(config, exits, counters)
     os.write(1, READY_MARKER)
     while True:
         size = supervisor._read_exact(4)
