@@ -31,11 +31,18 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from exec_server import __version__
-from exec_server.models import CalculateResponse, ExecuteRequest, ExecuteResponse
+from exec_server.models import (
+    CalculateResponse,
+    ExecuteRequest,
+    ExecuteResponse,
+    SessionExecuteResponse,
+    SessionInfo,
+)
 from scorer.verdict import DEFAULT_TIMEOUT
 
 __all__ = [
     "AsyncClient",
+    "AsyncSession",
     "BoxedBatchError",
     "BoxedError",
     "BoxedHTTPError",
@@ -46,6 +53,9 @@ __all__ = [
     "ExecuteResult",
     "ScoreBatch",
     "ScoreResult",
+    "Session",
+    "SessionInfo",
+    "SessionResult",
 ]
 
 DEFAULT_URL = "http://localhost:5002"
@@ -55,6 +65,8 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 # Timeouts of the wait for an answer are not signs of a dead server (the snippet or the queue may
 # simply be slow), so they are retried but do not set the URL aside.
 _SLOW_ERRORS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
+# Errors before the request left: always safe to send again.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 # --------------------------------------------------------------------------------------- errors
@@ -142,6 +154,15 @@ class ExecuteResult(ExecuteResponse):
     @property
     def ok(self) -> bool:
         """The snippet ran to completion without an error, timeout or limit."""
+        return self.status == "ok"
+
+
+class SessionResult(SessionExecuteResponse):
+    """What one call of a session did, and the session's time left (``session_lost`` says
+    why the session ended, when this call ended it)."""
+
+    @property
+    def ok(self) -> bool:
         return self.status == "ok"
 
 
@@ -388,10 +409,24 @@ class _Base:
 class _Attempts:
     """The retry policy of one call: which URL next, how long to wait, when to give up."""
 
-    def __init__(self, client: _Base, method: str, path: str, read_timeout: float) -> None:
+    def __init__(
+        self,
+        client: _Base,
+        method: str,
+        path: str,
+        read_timeout: float,
+        *,
+        pin: int | None = None,
+        replay: bool = True,
+    ) -> None:
         self.client = client
         self.method = method
         self.path = path
+        # pin: the URL every attempt goes to (a session lives on one server). replay=False: a
+        # request that may have reached the server is not sent again (a session call that
+        # ran twice would change the session's state twice); refused connections still are.
+        self.pin = pin
+        self.replay = replay
         # One id for every attempt of the call, so the server's logs tie retries together.
         self.headers = {"X-Request-ID": uuid.uuid4().hex}
         self.read_timeout = read_timeout
@@ -408,7 +443,7 @@ class _Attempts:
         """URL and timeouts of the next attempt (the read timeout clipped to the deadline)."""
         self.attempt += 1
         if self.index is None:
-            self.index = self.client._pick()
+            self.index = self.client._pick() if self.pin is None else self.pin
         read = self.read_timeout
         if self.deadline is not None:
             read = max(0.001, min(read, self.deadline - time.monotonic()))
@@ -426,6 +461,8 @@ class _Attempts:
             f"{self.method} {url}: {type(exc).__name__}: {exc or 'no detail'} "
             f"(attempt {self.attempt} of {self.client.max_attempts})"
         )
+        if not self.replay and not isinstance(exc, _NOT_SENT):
+            raise error from exc
         return self._delay(i, None, error, exc)
 
     def answered(self, response: httpx.Response) -> float | None:
@@ -447,6 +484,8 @@ class _Attempts:
         )
         if response.status_code not in RETRY_STATUSES:
             raise error
+        if not self.replay and response.status_code not in (429, 503):
+            raise error  # a proxy's 502/504: the request may have run
         if retry_after is not None:
             self.client._hold(i, retry_after)
         return self._delay(i, retry_after, error, None)
@@ -456,13 +495,19 @@ class _Attempts:
         assert i is not None
         return i
 
+    @property
+    def url_index(self) -> int:
+        """The URL that answered (after a successful call)."""
+        assert self.index is not None
+        return self.index
+
     def _delay(
         self, i: int, retry_after: float | None, error: BoxedError, cause: BaseException | None
     ) -> float:
         if self.attempt >= self.client.max_attempts:
             raise error from cause
         # Another URL that is up and not asking us to wait: fail over to it at once.
-        self.index = self.client._pick(exclude=i)
+        self.index = self.client._pick(exclude=i) if self.pin is None else None
         delay = 0.0
         if self.index is None:
             delay = self.client._backoff(self.attempt)
@@ -534,20 +579,23 @@ class Client(_Base):
     def _request(
         self, method: str, path: str, body: Any = None, read_timeout: float | None = None
     ) -> Any:
-        attempts = _Attempts(self, method, path, read_timeout or self.read_timeout)
+        return self._send(_Attempts(self, method, path, read_timeout or self.read_timeout), body)
+
+    def _send(self, attempts: _Attempts, body: Any = None) -> Any:
+        """The answer to ``attempts``' request, retried as its policy says."""
         while True:
             url, timeout = attempts.next()
             try:
                 with self._slot:
                     response = self._http.request(
-                        method, url, json=body, timeout=timeout, headers=attempts.headers
+                        attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
                     )
             except httpx.TransportError as exc:
                 delay = attempts.failed(exc)
             else:
                 delay = attempts.answered(response)
                 if delay is None:
-                    return _json(response)
+                    return None if response.status_code == 204 else _json(response)
             if delay:
                 time.sleep(delay)
 
@@ -664,6 +712,104 @@ class Client(_Base):
             return f"{type(exc).__name__}: {exc}"
         return None if response.status_code == 200 else f"{response.status_code}: {response.text}"
 
+    def session(
+        self,
+        *,
+        memory_mb: int | None = None,
+        timeout: float | None = None,
+        cpu_timeout: float | None = None,
+        idle_timeout: float | None = None,
+        max_lifetime: float | None = None,
+    ) -> Session:
+        """A session (one persistent interpreter on one server), opened by ``with`` (or
+        ``open()``) and deleted at the end of the block. Limits left ``None`` take the
+        server's defaults."""
+        limits = {
+            "memory_mb": memory_mb,
+            "timeout": timeout,
+            "cpu_timeout": cpu_timeout,
+            "idle_timeout": idle_timeout,
+            "max_lifetime": max_lifetime,
+        }
+        return Session(self, {k: v for k, v in limits.items() if v is not None})
+
+
+class _SessionBase:
+    """What the sync and async sessions share: the id, the server it lives on, the bodies."""
+
+    def __init__(self, client: _Base, limits: dict[str, Any]) -> None:
+        self.client = client
+        self.limits = limits
+        self.id: str | None = None
+        self.info: SessionInfo | None = None  # as of the last answer about it
+        self._pin: int | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id or 'not open'})"
+
+    def _path(self, tail: str = "") -> str:
+        if self.id is None:
+            raise BoxedError("the session is not open: use it in a with block, or open() it")
+        return f"/sessions/{self.id}{tail}"
+
+    def _opened(self, attempts: _Attempts, data: Any) -> None:
+        self.info = SessionInfo.model_validate(data)
+        self.id = self.info.session_id
+        self._pin = attempts.url_index
+
+    def _call(self, code: str, input: str, timeout: float | None) -> tuple[_Attempts, dict]:
+        body = _execute_body({"code": code, "input": input, "timeout": timeout})
+        read = self.client._exec_read_timeout({"timeout": timeout or self.limits.get("timeout")})
+        path = self._path("/execute")
+        return _Attempts(self.client, "POST", path, read, pin=self._pin, replay=False), body
+
+
+class Session(_SessionBase):
+    """One session of a :class:`Client`. Every call goes to the server that holds it and is
+    never sent twice (it would change the session's state twice): a call whose answer was
+    lost raises :class:`BoxedUnavailable`. A session the server lost answers 410
+    (:class:`BoxedHTTPError`) with the reason."""
+
+    client: Client
+
+    def open(self) -> Session:
+        if self.id is None:
+            attempts = _Attempts(self.client, "POST", "/sessions", self.client.read_timeout)
+            attempts.replay = False  # a retried creation could leave a session behind
+            self._opened(attempts, self.client._send(attempts, self.limits))
+        return self
+
+    def execute(self, code: str, input: str = "", timeout: float | None = None) -> SessionResult:
+        """Run one call in the session (its globals, imports and files are kept)."""
+        attempts, body = self._call(code, input, timeout)
+        return SessionResult.model_validate(self.client._send(attempts, body))
+
+    def refresh(self) -> SessionInfo:
+        """``GET /sessions/{id}``: its limits and time left."""
+        path = self._path()
+        attempts = _Attempts(self.client, "GET", path, self.client.read_timeout, pin=self._pin)
+        self.info = SessionInfo.model_validate(self.client._send(attempts))
+        return self.info
+
+    def close(self) -> None:
+        """Delete the session (a session already gone is fine)."""
+        if self.id is None:
+            return
+        path = self._path()
+        attempts = _Attempts(self.client, "DELETE", path, self.client.read_timeout, pin=self._pin)
+        try:
+            self.client._send(attempts)
+        except BoxedHTTPError as exc:
+            if exc.status_code != 404:
+                raise
+        self.id = None
+
+    def __enter__(self) -> Session:
+        return self.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 def _probe_timeout(client: _Base, end: float) -> float:
     return max(0.05, min(client.connect_timeout, end - time.monotonic()))
@@ -709,21 +855,25 @@ class AsyncClient(_Base):
     async def _request(
         self, method: str, path: str, body: Any = None, read_timeout: float | None = None
     ) -> Any:
-        self._check_loop()
         attempts = _Attempts(self, method, path, read_timeout or self.read_timeout)
+        return await self._send(attempts, body)
+
+    async def _send(self, attempts: _Attempts, body: Any = None) -> Any:
+        """The answer to ``attempts``' request, retried as its policy says."""
+        self._check_loop()
         while True:
             url, timeout = attempts.next()
             try:
                 async with self._slot:
                     response = await self._http.request(
-                        method, url, json=body, timeout=timeout, headers=attempts.headers
+                        attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
                     )
             except httpx.TransportError as exc:
                 delay = attempts.failed(exc)
             else:
                 delay = attempts.answered(response)
                 if delay is None:
-                    return _json(response)
+                    return None if response.status_code == 204 else _json(response)
             if delay:
                 await asyncio.sleep(delay)
 
@@ -831,3 +981,67 @@ class AsyncClient(_Base):
         except httpx.TransportError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None if response.status_code == 200 else f"{response.status_code}: {response.text}"
+
+    def session(
+        self,
+        *,
+        memory_mb: int | None = None,
+        timeout: float | None = None,
+        cpu_timeout: float | None = None,
+        idle_timeout: float | None = None,
+        max_lifetime: float | None = None,
+    ) -> AsyncSession:
+        """A session, opened by ``async with`` (or ``await open()``); see
+        :meth:`Client.session`."""
+        limits = {
+            "memory_mb": memory_mb,
+            "timeout": timeout,
+            "cpu_timeout": cpu_timeout,
+            "idle_timeout": idle_timeout,
+            "max_lifetime": max_lifetime,
+        }
+        return AsyncSession(self, {k: v for k, v in limits.items() if v is not None})
+
+
+class AsyncSession(_SessionBase):
+    """One session of an :class:`AsyncClient`; the methods of :class:`Session`, awaited."""
+
+    client: AsyncClient
+
+    async def open(self) -> AsyncSession:
+        if self.id is None:
+            attempts = _Attempts(self.client, "POST", "/sessions", self.client.read_timeout)
+            attempts.replay = False
+            self._opened(attempts, await self.client._send(attempts, self.limits))
+        return self
+
+    async def execute(
+        self, code: str, input: str = "", timeout: float | None = None
+    ) -> SessionResult:
+        """Run one call in the session (its globals, imports and files are kept)."""
+        attempts, body = self._call(code, input, timeout)
+        return SessionResult.model_validate(await self.client._send(attempts, body))
+
+    async def refresh(self) -> SessionInfo:
+        path = self._path()
+        attempts = _Attempts(self.client, "GET", path, self.client.read_timeout, pin=self._pin)
+        self.info = SessionInfo.model_validate(await self.client._send(attempts))
+        return self.info
+
+    async def close(self) -> None:
+        if self.id is None:
+            return
+        path = self._path()
+        attempts = _Attempts(self.client, "DELETE", path, self.client.read_timeout, pin=self._pin)
+        try:
+            await self.client._send(attempts)
+        except BoxedHTTPError as exc:
+            if exc.status_code != 404:
+                raise
+        self.id = None
+
+    async def __aenter__(self) -> AsyncSession:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

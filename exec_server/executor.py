@@ -138,6 +138,10 @@ class Executor:
         }
         self.pool = self.pools[settings.isolation]
         self.health: BackendHealth = BackendHealth(up=False, problem="not checked yet")
+        from .sessions import SessionManager  # it builds on this module's limits and errors
+
+        # Sessions live on the primary backend, each in a sandbox of its own.
+        self.sessions = SessionManager(settings, self.backend, self.admission, lambda: self.health)
         self.running_ids: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._orphan_candidates: set[str] = set()
@@ -172,12 +176,14 @@ class Executor:
                 self._every(self.settings.backend_check_interval, self.check_backend)
             ),
             asyncio.create_task(self._every(self.settings.reap_interval, self.reap)),
+            asyncio.create_task(self.sessions.run_expiry()),
         ]
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.sessions.close_all()
         for pool in self.pools.values():
             await pool.stop()
         if self.health.up:
@@ -216,7 +222,8 @@ class Executor:
         removers: dict[str, SandboxBackend] = {}
         for pool in self.pools.values():
             listed = set(await pool.backend.list_owned())
-            for sandbox_id in listed - pool.ready_ids() - self.running_ids:
+            owned = pool.ready_ids() | self.running_ids | self.sessions.sandbox_ids()
+            for sandbox_id in listed - owned:
                 unowned.add(sandbox_id)
                 removers[sandbox_id] = pool.backend
         if everything:
@@ -241,6 +248,7 @@ class Executor:
             "isolation": self.settings.isolation,
             "running": self.admission.running,
             "queued": self.admission.waiting,
+            "sessions_open": self.sessions.open_count,
             "last_error": self.pool.last_error,
         }
 

@@ -31,3 +31,13 @@ CPU_SECONDS = Histogram(
 )
 SANDBOX_ERRORS = Counter("boxed_sandbox_errors_total", "Infrastructure failures while running.")
 BACKEND_UP = Gauge("boxed_backend_up", "1 when the backend's engine answers.", ["backend"])
+SESSIONS_OPEN = Gauge("boxed_sessions_open", "Sessions open now (each holds its sandbox).")
+SESSIONS_CREATED = Counter("boxed_sessions_created_total", "Sessions created.")
+SESSIONS_EXPIRED = Counter(
+    "boxed_sessions_expired_total", "Sessions removed at their idle or lifetime limit.", ["limit"]
+)
+SESSIONS_LOST = Counter(
+    "boxed_sessions_lost_total",
+    "Sessions whose interpreter a call ended or a limit killed, by verdict.",
+    ["status"],
+)

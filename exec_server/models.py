@@ -89,6 +89,61 @@ class ExecuteResponse(BaseModel):
     )
 
 
+class SessionCreateRequest(BaseModel):
+    """``POST /sessions``: the session's own limits, fixed for its life. Unset ones take the
+    server defaults; larger ones are refused with 422 naming the server maximum."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_mb: int | None = Field(
+        default=None, gt=0, description="Memory limit of the session's interpreter in MiB."
+    )
+    timeout: float | None = Field(
+        default=None, gt=0, description="Default wall-clock limit of each call in seconds."
+    )
+    cpu_timeout: float | None = Field(
+        default=None, gt=0, description="Default CPU-time limit of each call (default: timeout)."
+    )
+    idle_timeout: float | None = Field(
+        default=None, gt=0, description="The session expires after this many idle seconds."
+    )
+    max_lifetime: float | None = Field(
+        default=None, gt=0, description="The session expires this many seconds after creation."
+    )
+
+
+class SessionInfo(BaseModel):
+    """An open session: its limits and the time it has left."""
+
+    session_id: str
+    state: Literal["idle", "busy"] = Field(description="'busy' while a call runs.")
+    memory_mb: int
+    timeout: float = Field(description="Default wall-clock limit of each call.")
+    cpu_timeout: float | None = Field(description="Default CPU-time limit of each call.")
+    idle_timeout: float
+    max_lifetime: float
+    calls: int = Field(description="Calls answered so far.")
+    created_at: float = Field(description="Unix time of creation.")
+    expires_in: float = Field(
+        description="Seconds until it expires if no call comes: the idle time or the "
+        "lifetime left, whichever is shorter."
+    )
+    lifetime_left: float = Field(description="Seconds until its maximum lifetime is reached.")
+
+
+class SessionExecuteResponse(ExecuteResponse):
+    """``POST /sessions/{id}/execute``: what ``/execute`` answers, plus the session's time."""
+
+    session_id: str
+    expires_in: float = Field(description="As in SessionInfo, after this call.")
+    lifetime_left: float
+    session_lost: str | None = Field(
+        default=None,
+        description="Set when this call ended the session's interpreter (a limit, sys.exit, "
+        "a crash): why. Every later call of the session answers 410 with it.",
+    )
+
+
 class CalculateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -238,5 +293,8 @@ __all__ = [
     "ScoreBatchResponse",
     "ScoreRequest",
     "ScoreRow",
+    "SessionCreateRequest",
+    "SessionExecuteResponse",
+    "SessionInfo",
     "Truncated",
 ]

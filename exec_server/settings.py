@@ -113,6 +113,25 @@ class Settings(BaseSettings):
         ),
     )
 
+    # Sessions: one persistent interpreter in a sandbox of its own each (docs/sessions.md)
+    max_sessions: int = Field(default=32, ge=0, description="Sessions open at once; more: 429.")
+    session_idle_timeout_default: float = Field(
+        default=300.0, gt=0, description="A session idle this long (seconds) expires."
+    )
+    session_idle_timeout_max: float = Field(default=3600.0, gt=0)
+    session_lifetime_default: float = Field(
+        default=3600.0, gt=0, description="A session expires this long (seconds) after creation."
+    )
+    session_lifetime_max: float = Field(default=6 * 3600.0, gt=0)
+    session_call_wait: float = Field(
+        default=0.0,
+        ge=0,
+        description="How long a call waits for the same session's call in progress; then 409.",
+    )
+    session_check_interval: float = Field(
+        default=1.0, gt=0, description="How often (seconds) sessions are checked for expiry."
+    )
+
     @field_validator("api_key", "runtime", "instance", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
@@ -126,6 +145,12 @@ class Settings(BaseSettings):
             raise ValueError("BOXED_MEMORY_MB_DEFAULT exceeds BOXED_MEMORY_MB_MAX")
         if self.cpu_timeout_default is not None and self.cpu_timeout_default > self.timeout_max:
             raise ValueError("BOXED_CPU_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
+        if self.session_idle_timeout_default > self.session_idle_timeout_max:
+            raise ValueError(
+                "BOXED_SESSION_IDLE_TIMEOUT_DEFAULT exceeds BOXED_SESSION_IDLE_TIMEOUT_MAX"
+            )
+        if self.session_lifetime_default > self.session_lifetime_max:
+            raise ValueError("BOXED_SESSION_LIFETIME_DEFAULT exceeds BOXED_SESSION_LIFETIME_MAX")
         ids = self.sandbox_user.split(":", 1)
         if not all(i.isdigit() and int(i) > 0 for i in ids):
             # the supervisor drops each child to it: root would keep capabilities

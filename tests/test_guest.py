@@ -1,6 +1,7 @@
-"""The guest programs themselves: stdlib only, one wire protocol, and the runner as a host
-subprocess (the frame it reads, its report, the error path). Everything else about them is
-tested through the service in both isolation modes."""
+"""The guest programs themselves: stdlib only, one wire protocol, the runner as a host
+subprocess (the frame it reads, its report, the error path), and the session interpreter's
+call loop as a host subprocess (one namespace, one report per call). Everything else about
+them is tested through the service in both isolation modes."""
 
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ with open(sys.argv[2], "w") as f:
 
 def run_runner(code: str, stdin: str = "") -> tuple[bytes, bytes, int, bool, bool]:
     """(stdout, stderr, exit code, started, memory error) of the runner on ``code``."""
-    sources = {name: src for name, src in module_sources().items() if name != "supervisor"}
+    sources = {
+        name: src for name, src in module_sources().items() if name in ("protocol", "runner")
+    }
     with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
         proc = subprocess.run(
             [sys.executable, "-I", "-c", HARNESS, json.dumps(sources), report.name],
@@ -109,3 +112,86 @@ def test_a_deep_traceback_is_printed_as_python_c_prints_it() -> None:
     assert rc == reference.returncode == 1
     assert err == reference.stderr
     assert b"more times]" in err and err.count(b'  File "<string>"') <= 1000
+
+
+# Installs the guest modules, then forks the session interpreter's call loop on one end of a
+# socket pair (its stdout and stderr: files); the parent sends each call as the session
+# supervisor does (a memfd) and writes, per call, the report bytes and the output so far.
+SESSION_HARNESS = """
+import json, os, socket, sys, tempfile, types
+package = types.ModuleType("boxed_guest"); package.__path__ = []
+sys.modules["boxed_guest"] = package
+for name, source in json.loads(sys.argv[1]).items():
+    module = types.ModuleType("boxed_guest." + name); module.__package__ = "boxed_guest"
+    sys.modules[module.__name__] = module
+    exec(compile(source, name, "exec"), module.__dict__)
+    setattr(package, name, module)
+session, protocol = sys.modules["boxed_guest.session"], sys.modules["boxed_guest.protocol"]
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+pid = os.fork()
+if pid == 0:
+    ours.close()
+    os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
+    session._serve_calls(theirs)
+theirs.close()
+answers = []
+for code, stdin in json.loads(sys.argv[2]):
+    body = os.memfd_create("call")
+    os.write(body, protocol.snippet_body(code, stdin))
+    socket.send_fds(ours, [session.CALL], [body])
+    os.close(body)
+    report = ours.recv(16)
+    answers.append(list(report))
+    if not report:
+        break
+ours.close()
+_, status = os.waitpid(pid, 0)
+out.seek(0); err.seek(0)
+json.dump([answers, os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()],
+          open(sys.argv[3], "w"))
+"""
+
+
+def run_session(calls: list[tuple[str, str]]) -> tuple[list[list[int]], int, str, str]:
+    """(report of each call, the interpreter's exit status, its stdout, its stderr)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as result:
+        proc = subprocess.run(
+            [sys.executable, "-I", "-c", SESSION_HARNESS]
+            + [json.dumps(module_sources()), json.dumps(calls), result.name],
+            capture_output=True,
+            timeout=30,
+        )
+        assert proc.returncode == 0, proc.stderr
+        answers, status, out, err = json.load(result)
+    return answers, status, out, err
+
+
+def test_session_calls_share_one_namespace_and_each_gets_its_own_input() -> None:
+    calls = [
+        ("import math\nx = 41", ""),
+        ("x += 1\nprint(x, math.floor(2.5), input())", "first"),
+        ("print(input(), __name__)", "second"),
+    ]
+    answers, status, out, err = run_session(calls)
+    assert answers == [[0, 0], [0, 0], [0, 0]]
+    assert out == "42 2 first\nsecond __main__\n" and err == ""
+    assert status == 0  # its socket closed: the loop ends by itself
+
+
+def test_a_failing_call_reports_its_traceback_and_the_session_goes_on() -> None:
+    calls = [("def f():\n    raise ValueError('boom')\nf()", ""), ("print('after')", "")]
+    answers, _, out, err = run_session(calls)
+    assert answers == [[1, 0], [0, 0]] and out == "after\n"
+    assert err.startswith("Traceback (most recent call last):\n")
+    assert "line 2, in f\n" in err and err.endswith("ValueError: boom\n")
+
+
+def test_an_uncaught_memory_error_is_reported_with_the_failure() -> None:
+    answers, _, _, _ = run_session([("raise MemoryError('no room')", "")])
+    assert answers == [[1, 1]]
+
+
+def test_sys_exit_ends_the_interpreter_with_its_status() -> None:
+    answers, status, out, _ = run_session([("print('bye')\nimport sys\nsys.exit(7)", "")])
+    assert answers == [[]] and status == 7 and out == "bye\n"

@@ -65,15 +65,20 @@ def test_admission_bounds_running_and_queue() -> None:
 
 
 def test_installed_commands_answer_help() -> None:
-    """`boxed --help` and `boxed-scorer --help`: each [project.scripts] target, run as the
-    installed script runs it (this checkout's code, whatever is installed)."""
+    """`boxed --help`, `boxed-scorer --help` and `boxed-openenv --help`: each
+    [project.scripts] target, run as the installed script runs it (this checkout's code,
+    whatever is installed)."""
     import tomllib
 
     from tests.service import REPO
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert set(scripts) == {"boxed", "boxed-scorer"}
-    expected = {"boxed": ["serve", "healthcheck"], "boxed-scorer": ["grade"]}
+    assert set(scripts) == {"boxed", "boxed-scorer", "boxed-openenv"}
+    expected = {
+        "boxed": ["serve", "healthcheck"],
+        "boxed-scorer": ["grade"],
+        "boxed-openenv": ["--boxed-url", "--max-envs"],
+    }
     for name, target in scripts.items():
         module, func = target.split(":")
         code = (

@@ -1,7 +1,8 @@
 """The backend interface: how sandboxes are made, reached, reused and removed.
 
-A *backend* makes warm sandboxes (``create_warm``), lists what it owns so that orphans can be
-reaped, removes sandboxes by id and reports its health for readiness. A *sandbox* is one warm
+A *backend* makes warm sandboxes (``create_warm``) and session sandboxes (``create_session``:
+one persistent interpreter each, see ``SessionSandbox``), lists what it owns so that orphans can
+be reaped, removes sandboxes by id and reports its health for readiness. A *sandbox* is one warm
 sandbox, ready for a snippet: it runs one job at a time and reports what it observed (the
 verdict is decided apart, by ``exec_server.verdict.decide``), says whether it may serve again,
 proves itself clean before it does (``settle``) and is discarded when it may not.
@@ -77,6 +78,37 @@ class Sandbox(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SessionSpec:
+    """What a session sandbox is made with: fixed for its whole life."""
+
+    memory_mb: int  # the interpreter's memory limit (and its container's, plus the overhead)
+    cpu_budget: float  # CPU seconds the interpreter may use in its whole life (a backstop)
+
+
+@runtime_checkable
+class SessionSandbox(Protocol):
+    """A sandbox of its own holding one persistent interpreter: each ``run`` is one call in
+    the same namespace and working directory. Once ``ended`` (a limit killed the interpreter,
+    or the code ended it) it serves no more calls; nothing of it runs between calls."""
+
+    id: str
+    memory_mb: int
+    ended: bool
+
+    async def run(self, job: Job) -> Observation:
+        """Run one call; raises ``SandboxError`` when the sandbox, not the code, failed."""
+        ...
+
+    def is_alive(self) -> bool:
+        """Cheap check that the idle sandbox is still there."""
+        ...
+
+    async def discard(self) -> bool:
+        """Remove it; True when it is gone."""
+        ...
+
+
 @runtime_checkable
 class SandboxBackend(Protocol):
     """A way of making sandboxes (an engine, a runtime, a cluster)."""
@@ -86,6 +118,10 @@ class SandboxBackend(Protocol):
 
     async def create_warm(self, memory_mb: int) -> Sandbox:
         """A started sandbox ready for code; raises ``SandboxError``."""
+        ...
+
+    async def create_session(self, spec: SessionSpec) -> SessionSandbox:
+        """A started session sandbox with its interpreter ready; raises ``SandboxError``."""
         ...
 
     async def list_owned(self) -> list[str]:

@@ -34,7 +34,7 @@ from ..guest import bootstrap_source, module_sources
 from ..guest.protocol import pop_frames
 from ..image_labels import sandbox_versions
 from ..settings import Settings
-from .base import BackendHealth, SandboxError
+from .base import BackendHealth, SandboxError, SessionSpec
 from .supervised import SupervisedSandbox
 
 log = logging.getLogger("boxed.docker")
@@ -233,7 +233,7 @@ class DockerBackend:
             return self._client.api
 
     # -- the container's make-up ----------------------------------------------------------------
-    def command(self) -> list[str]:
+    def command(self, session: SessionSpec | None = None) -> list[str]:
         s = self.settings
         uid, _, gid = s.sandbox_user.partition(":")
         config = {
@@ -247,6 +247,10 @@ class DockerBackend:
             "nproc": self.child_nproc,
             "reuse": self.reuses_sandboxes,  # diagnostics only: the host decides reuse
         }
+        if session is not None:  # the session program instead of the one-shot supervisor
+            config["program"] = "session"
+            config["preload"] = []  # no zygote: the interpreter imports what it uses once
+            config["session"] = {"memory_mb": session.memory_mb, "cpu_budget": session.cpu_budget}
         sources = json.dumps(module_sources())
         return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, json.dumps(config)]
 
@@ -281,12 +285,15 @@ class DockerBackend:
             runtime=s.runtime,
         )
 
-    def _create_and_start(self, memory_mb: int) -> tuple[str, socket.socket]:
-        name = f"boxed-{self.settings.instance_label}-{self.name[7:]}-{uuid.uuid4().hex[:10]}"
+    def _create_and_start(
+        self, memory_mb: int, session: SessionSpec | None = None
+    ) -> tuple[str, socket.socket]:
+        kind = "session" if session is not None else self.name[7:]
+        name = f"boxed-{self.settings.instance_label}-{kind}-{uuid.uuid4().hex[:10]}"
         try:
             container_id = self.api.create_container(
                 self.settings.sandbox_image,
-                command=self.command(),
+                command=self.command(session),
                 user="0:0",  # the supervisor; only root can hold capabilities (no ambient caps)
                 environment=SANDBOX_ENV,
                 working_dir="/tmp",
@@ -315,6 +322,22 @@ class DockerBackend:
         room = memory_mb if self.resizable else self.settings.memory_mb_max
         container_id, sock = await self._call(self._create_and_start, room)
         sandbox = DockerSandbox(self, container_id, AttachStream(sock), memory_mb)
+        try:
+            await sandbox.wait_ready(WARMUP_TIMEOUT)
+        except BaseException:
+            sandbox.stream.close()
+            await asyncio.shield(self.remove(container_id))
+            raise
+        return sandbox
+
+    async def create_session(self, spec: SessionSpec) -> DockerSandbox:
+        """A container of its own running the session program (``guest/session.py``), with
+        the one-shot sandboxes' options: its memory limit is the session's, for its life."""
+        container_id, sock = await self._call(self._create_and_start, spec.memory_mb, spec)
+        sandbox = DockerSandbox(self, container_id, AttachStream(sock), spec.memory_mb)
+        # Discarded like a used one-shot container: its stdin closes first, and the session
+        # program exits by itself (an exited container is removed faster).
+        sandbox.reusable = False
         try:
             await sandbox.wait_ready(WARMUP_TIMEOUT)
         except BaseException:

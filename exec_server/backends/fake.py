@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from ..verdict import Observation, SnippetResult, Status
-from .base import BackendHealth, Job, SandboxError
+from .base import BackendHealth, Job, SandboxError, SessionSpec
 
 Behaviour = Callable[[Job], Observation | Awaitable[Observation]]
 
@@ -77,6 +77,37 @@ class FakeSandbox:
         return await self.backend.remove(self.id)
 
 
+class FakeSession:
+    """A session sandbox in memory: each call answers the backend's ``behaviour``; a call
+    for which ``ends_session`` is true ends the interpreter, as ``sys.exit`` would."""
+
+    def __init__(self, backend: FakeBackend, sandbox_id: str, spec: SessionSpec) -> None:
+        self.backend = backend
+        self.id = sandbox_id
+        self.memory_mb = spec.memory_mb
+        self.spec = spec
+        self.ended = False
+        self.alive = True
+        self.calls: list[Job] = []
+
+    async def run(self, job: Job) -> Observation:
+        if not self.alive:
+            raise SandboxError("fake session sandbox removed")
+        self.calls.append(job)
+        self.backend.jobs.append(job)
+        answer = self.backend.behaviour(job)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        self.ended = answer.killed_for is not None or self.backend.ends_session(job)
+        return answer
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+    async def discard(self) -> bool:
+        return await self.backend.remove(self.id)
+
+
 class FakeBackend:
     """Sandboxes in memory; ``create_failures`` makes the next N warm-ups fail."""
 
@@ -88,15 +119,17 @@ class FakeBackend:
         name: str = "fake",
         create_failures: int = 0,
         settle_clean: bool = True,
+        ends_session: Callable[[Job], bool] = lambda job: False,
     ) -> None:
         self.behaviour = behaviour
+        self.ends_session = ends_session
         self.reuses_sandboxes = reuse
         self.name = name
         self.create_failures = create_failures
         self.settle_clean = settle_clean
         self.up = True
         self.problem: str | None = None  # e.g. "image missing": up, but cannot make sandboxes
-        self.sandboxes: dict[str, FakeSandbox] = {}  # alive
+        self.sandboxes: dict[str, FakeSandbox | FakeSession] = {}  # alive
         self.created: list[str] = []
         self.removed: list[str] = []
         self.jobs: list[Job] = []
@@ -113,6 +146,15 @@ class FakeBackend:
         self.sandboxes[sandbox.id] = sandbox
         self.created.append(sandbox.id)
         return sandbox
+
+    async def create_session(self, spec: SessionSpec) -> FakeSession:
+        await asyncio.sleep(0)
+        if not self.up:
+            raise SandboxError("fake engine down")
+        session = FakeSession(self, f"{self.name}-session-{next(self._ids)}", spec)
+        self.sandboxes[session.id] = session
+        self.created.append(session.id)
+        return session
 
     async def list_owned(self) -> list[str]:
         return list(self.sandboxes)

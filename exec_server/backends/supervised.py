@@ -122,6 +122,7 @@ class SupervisedSandbox:
         self.preload = preload
         self.runs = 0
         self.broken = False  # broke protocol or was stopped: never reused
+        self.ended = False  # a session's interpreter is gone (its RESULT said so, or it died)
         self._frames = bytearray()  # supervisor frames not yet consumed
 
     async def wait_ready(self, timeout: float) -> None:
@@ -164,12 +165,14 @@ class SupervisedSandbox:
             # The snippet is a sandbox's only tenant: if the kernel's OOM killer took the
             # supervisor (the snippet can lower its own OOM score), the snippet ran it out of
             # memory. Only the engine can say so; anything else stays a service error.
+            self.ended = True
             if not await self.oom_killed():
                 raise
             report = {**LOST_TO_OOM, "duration_ms": 0.0}
         if report.get("anomaly"):
             self.broken = True
             raise SandboxError(f"sandbox supervisor failed: {report['anomaly']}")
+        self.ended = self.ended or bool(report.get("ended"))
         if report.get("strays"):
             log.info("sandbox %s: killed %d leftover processes", self.id[:12], report["strays"])
         truncated = {kind: len(data) > cap for kind, data in out.items()}

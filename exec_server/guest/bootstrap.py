@@ -1,5 +1,6 @@
 """Installs the guest modules from ``argv[1]`` (JSON: name -> source) as the package
-``boxed_guest`` and runs the supervisor with the configuration in ``argv[2]`` (JSON).
+``boxed_guest`` and runs the configuration's ``program`` (``supervisor`` unless it says
+``session``) with the configuration in ``argv[2]`` (JSON).
 
 The sandbox image holds only an interpreter and packages; the guest programs come with each
 container's command, so the host and the sandbox can never run different protocol versions.
@@ -19,4 +20,5 @@ for name, source in json.loads(sys.argv[1]).items():
     exec(compile(source, f"<boxed_guest/{name}.py>", "exec"), module.__dict__)
     setattr(package, name, module)
 del name, source, module
-sys.modules["boxed_guest.supervisor"].main(json.loads(sys.argv[2]))
+config = json.loads(sys.argv[2])
+sys.modules["boxed_guest." + config.get("program", "supervisor")].main(config)

@@ -26,6 +26,7 @@ from .. import metrics
 from ..admission import Overloaded
 from ..executor import RequestError, ServiceUnavailable
 from ..models import FieldError, ItemError
+from ..sessions import SessionBusy, SessionGone, SessionNotFound
 
 log = logging.getLogger("boxed.http")
 
@@ -60,6 +61,9 @@ STATUS: dict[type[Exception], int | None] = {
     ScoreInputError: 422,  # a trajectory or grading option the scorer cannot use
     RequestError: None,  # a limit the engine refuses: its own 413 or 422
     HTTPException: None,  # the framework's and ours (401, 404, 415...): its own status
+    SessionNotFound: 404,  # no such session (never made, or deleted)
+    SessionBusy: 409,  # a call of the session is still running
+    SessionGone: 410,  # the session is lost or expired: the detail says why
     Overloaded: 429,  # no slot now: retry after Retry-After
     ServiceUnavailable: 503,  # the engine cannot run code now: retry after Retry-After
 }

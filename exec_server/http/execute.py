@@ -33,20 +33,42 @@ def request_id(request: Request) -> str:
     return request.headers.get("x-request-id") or uuid.uuid4().hex
 
 
+SESSION_HEADER = "x-session-id"
+
+
 @router.post("/execute", response_model=ExecuteResponse)
 async def execute(req: ExecuteRequest, request: Request, response: Response) -> ExecuteResponse:
-    """Run one snippet in a fresh sandbox. The code's own failures are 200 with a status."""
+    """Run one snippet in a fresh sandbox. The code's own failures are 200 with a status.
+    With an ``X-Session-ID`` header it runs in that session instead (an unknown id is a 404,
+    never a new session); ``X-Session-Expires-In`` then gives the session's time left."""
     rid = request_id(request)
     response.headers["X-Request-ID"] = rid
-    result = await request.app.state.executor.execute(req, rid)
+    session_id = request.headers.get(SESSION_HEADER)
+    if session_id is not None:
+        answer = await request.app.state.executor.sessions.execute(session_id, req, rid)
+        response.headers["X-Session-ID"] = answer.session_id
+        response.headers["X-Session-Expires-In"] = f"{answer.expires_in:g}"
+        result = ExecuteResponse.model_validate(answer.model_dump(include=EXECUTE_FIELDS))
+    else:
+        result = await request.app.state.executor.execute(req, rid)
     metrics.REQUESTS.labels("/execute", result.status).inc()
     return result
+
+
+EXECUTE_FIELDS = set(ExecuteResponse.model_fields)
+
+
+def refuse_session_header(request: Request) -> None:
+    """Routes that cannot run in a session say so, rather than run one-shot silently."""
+    if request.headers.get(SESSION_HEADER) is not None:
+        raise RequestError(422, "X-Session-ID is accepted on /execute only")
 
 
 @router.post("/execute/batch", response_model=ExecuteBatchResponse)
 async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> ExecuteBatchResponse:
     """Run many snippets concurrently (within the service's limits); answers keep the order
     of the items, and an item that fails carries the error ``/execute`` would have answered."""
+    refuse_session_header(request)
     limit = request.app.state.settings.max_batch_items
     if len(batch.items) > limit:
         raise RequestError(422, f"{len(batch.items)} items; the maximum is {limit}")
@@ -75,6 +97,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
     """SandboxFusion-compatible subset, so verl/SkyRL users can point at boxed. Fields it does
     not use (``compile_timeout``, ...) are accepted and ignored, as SandboxFusion callers send
     them."""
+    refuse_session_header(request)
     if req.files:
         raise RequestError(422, "'files' is not supported; put the data in the code or stdin")
     memory = req.memory_limit_MB if req.memory_limit_MB and req.memory_limit_MB > 0 else None

@@ -1,0 +1,3 @@
+from boxed_openenv.server import main
+
+main()

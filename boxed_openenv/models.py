@@ -1,0 +1,57 @@
+"""The environment's action, observation, state and task (openenv-core's base models)."""
+
+from __future__ import annotations
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CodeAction(Action):
+    """One step: code to run in the session, and/or the final answer (graded, ends the
+    episode)."""
+
+    code: str = Field(default="", description="Python run in the episode's session.")
+    answer: str | None = Field(
+        default=None,
+        description="The final answer, graded against the task's gold; ends the episode.",
+    )
+    timeout: float | None = Field(default=None, gt=0, description="Wall-clock limit (s).")
+
+
+class CodeObservation(Observation):
+    """What the step's code did (boxed's verdict), or the task at reset."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    status: str = Field(
+        default="ready",
+        description="boxed's verdict (ok, error, timeout, memory_limit, output_limit); "
+        "'ready' after reset, 'answered' after a final answer alone, 'lost' once the "
+        "session is gone.",
+    )
+    reason: str | None = Field(default=None, description="Why a limit ended the run.")
+    error: str | None = Field(default=None, description="What went wrong with the step.")
+    prompt: str | None = Field(default=None, description="The task's prompt (at reset).")
+    correct: bool | None = Field(default=None, description="The final answer's grade.")
+
+
+class CodeState(State):
+    """The episode: its boxed session and task."""
+
+    session_id: str | None = None
+    task_id: str | None = None
+    done: bool = False
+
+
+class Task(BaseModel):
+    """A task for ``reset(task=...)``: a gold ``answer`` (graded by the scorer) or ``tests``
+    (Python run after the submitted answer, as code, in a fresh one-shot sandbox: the reward
+    is 1 when they pass)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = "task"
+    prompt: str = ""
+    answer: str | int | float | None = None
+    tests: str | None = None

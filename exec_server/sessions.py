@@ -1,0 +1,371 @@
+"""Stateful sessions: a persistent interpreter in a sandbox of its own per session.
+
+A session is made through the backend interface (``create_session``) with the hardening of a
+one-shot snippet's sandbox, and holds that sandbox (never a running slot) until it is deleted
+or expires. Each call holds a running slot like any snippet (admission), runs under the same
+limits and gets its verdict from ``verdict.decide``. One call at a time per session: a second
+waits up to ``session_call_wait`` seconds, then is refused (409).
+
+A call that ends the interpreter (``sys.exit``, ``os._exit``, a crash) or hits a limit answers
+that verdict and the session is *lost*: its sandbox is removed, and every later request for it
+answers 410 with the reason, never a fresh interpreter that would make the next step fail in a
+confusing way. An expired session answers 410 the same way; a deleted one is forgotten (404).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import metrics
+from .admission import Admission, Overloaded
+from .backends.base import (
+    BackendHealth,
+    Job,
+    SandboxBackend,
+    SandboxError,
+    SessionSandbox,
+    SessionSpec,
+)
+from .executor import RequestError, ServiceUnavailable, resolve_limits, to_response
+from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
+from .settings import MIN_MEMORY_MB, Settings
+from .verdict import Limit, NotAVerdict, SnippetResult, Status, decide
+
+log = logging.getLogger("boxed.sessions")
+GONE_KEPT = 10_000  # lost and expired sessions remembered, to answer 410 rather than 404
+LIVE = (Status.OK, Status.ERROR)
+
+
+class SessionNotFound(Exception):
+    """No such session (never made, or deleted): 404."""
+
+
+class SessionBusy(Exception):
+    """A call of the session is still running: 409."""
+
+
+class SessionGone(Exception):
+    """The session is lost or expired: 410 with the reason."""
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """A session's limits, fixed when it is made."""
+
+    memory_mb: int
+    timeout: float
+    cpu_timeout: float | None
+    idle_timeout: float
+    max_lifetime: float
+
+
+def resolve_session_limits(req: SessionCreateRequest, settings: Settings) -> SessionLimits:
+    """The request's limits with the server defaults, refused (422) above the maxima."""
+    s = settings
+    memory = req.memory_mb if req.memory_mb is not None else s.memory_mb_default
+    timeout = req.timeout if req.timeout is not None else s.timeout_default
+    cpu = req.cpu_timeout if req.cpu_timeout is not None else s.cpu_timeout_default
+    idle = req.idle_timeout if req.idle_timeout is not None else s.session_idle_timeout_default
+    life = req.max_lifetime if req.max_lifetime is not None else s.session_lifetime_default
+    for name, value, maximum in (
+        ("memory_mb", memory, s.memory_mb_max),
+        ("timeout", timeout, s.timeout_max),
+        ("cpu_timeout", cpu or 0, s.timeout_max),
+        ("idle_timeout", idle, s.session_idle_timeout_max),
+        ("max_lifetime", life, s.session_lifetime_max),
+    ):
+        if value > maximum:
+            raise RequestError(422, f"{name} {value:g} exceeds the maximum {maximum:g}")
+    if memory < MIN_MEMORY_MB:
+        raise RequestError(422, f"memory_mb must be at least {MIN_MEMORY_MB}")
+    return SessionLimits(memory, timeout, cpu, idle, life)
+
+
+@dataclass
+class _Session:
+    id: str
+    sandbox: SessionSandbox
+    limits: SessionLimits
+    created: float  # monotonic
+    created_at: float  # unix time
+    last_used: float  # monotonic
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    calls: int = 0
+
+    def lifetime_left(self, now: float) -> float:
+        return max(self.created + self.limits.max_lifetime - now, 0.0)
+
+    def expires_in(self, now: float) -> float:
+        idle_left = self.last_used + self.limits.idle_timeout - now
+        return max(min(idle_left, self.lifetime_left(now)), 0.0)
+
+    def expiry(self, now: float) -> str | None:
+        """Why it has expired by ``now``, or None."""
+        if self.lifetime_left(now) <= 0:
+            return f"reached its maximum lifetime of {self.limits.max_lifetime:g} s"
+        if now - self.last_used >= self.limits.idle_timeout:
+            return f"idle for more than {self.limits.idle_timeout:g} s"
+        return None
+
+    def info(self, now: float) -> SessionInfo:
+        lim = self.limits
+        return SessionInfo(
+            session_id=self.id,
+            state="busy" if self.lock.locked() else "idle",
+            memory_mb=lim.memory_mb,
+            timeout=lim.timeout,
+            cpu_timeout=lim.cpu_timeout,
+            idle_timeout=lim.idle_timeout,
+            max_lifetime=lim.max_lifetime,
+            calls=self.calls,
+            created_at=self.created_at,
+            expires_in=round(self.expires_in(now), 3),
+            lifetime_left=round(self.lifetime_left(now), 3),
+        )
+
+
+def lost_reason(result: SnippetResult) -> str:
+    """Why a call's verdict ends its session."""
+    if result.reason:
+        return result.reason
+    return f"the interpreter exited with code {result.exit_code}"
+
+
+class SessionManager:
+    """Every open session of the service, its limits and its expiry."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        backend: SandboxBackend,
+        admission: Admission,
+        health: Callable[[], BackendHealth],
+    ) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.admission = admission
+        self.health = health
+        self._open: dict[str, _Session] = {}
+        self._creating = 0
+        self._gone: OrderedDict[str, str] = OrderedDict()  # id -> why (lost or expired)
+        self._removing: dict[str, SessionSandbox] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def sandbox_ids(self) -> set[str]:
+        """Sandboxes the sessions hold (open ones and those being removed): not orphans."""
+        return {s.sandbox.id for s in self._open.values()} | set(self._removing)
+
+    def _count(self) -> None:
+        metrics.SESSIONS_OPEN.set(len(self._open))
+
+    def _find(self, session_id: str) -> _Session:
+        session = self._open.get(session_id)
+        if session is not None:
+            return session
+        if session_id in self._gone:
+            raise SessionGone(f"session {session_id} {self._gone[session_id]}")
+        raise SessionNotFound(f"no session {session_id!r} (never made, or deleted)")
+
+    def _forget(self, session: _Session, why: str | None) -> asyncio.Task[None] | None:
+        """Close ``session`` now (``why``: remembered for 410 answers) and remove its sandbox
+        in the background; the removal's task."""
+        if self._open.pop(session.id, None) is None:
+            return None
+        if why is not None:
+            self._gone[session.id] = why
+            while len(self._gone) > GONE_KEPT:
+                self._gone.popitem(last=False)
+        self._count()
+        self._removing[session.sandbox.id] = session.sandbox
+        task = asyncio.ensure_future(self._remove(session.sandbox))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _remove(self, sandbox: SessionSandbox) -> None:
+        try:
+            await sandbox.discard()
+        except Exception:  # the reaper removes what is left
+            log.exception("removing session sandbox %s failed", sandbox.id[:12])
+        finally:
+            self._removing.pop(sandbox.id, None)
+
+    async def drain(self) -> None:
+        """Wait for every removal under way."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # -- the API -------------------------------------------------------------------------
+    async def create(self, req: SessionCreateRequest) -> SessionInfo:
+        limits = resolve_session_limits(req, self.settings)
+        if len(self._open) + self._creating >= self.settings.max_sessions:
+            raise Overloaded(f"{self.settings.max_sessions} sessions open: the maximum")
+        health = self.health()
+        if not health.ok:
+            raise ServiceUnavailable(health.problem or "sandbox backend unavailable")
+        cpus = self.settings.cpus
+        spec = SessionSpec(memory_mb=limits.memory_mb, cpu_budget=limits.max_lifetime * cpus)
+        self._creating += 1
+        try:
+            sandbox = await self.backend.create_session(spec)
+        except SandboxError as exc:
+            raise ServiceUnavailable(f"cannot start a session: {exc}") from exc
+        finally:
+            self._creating -= 1
+        now = time.monotonic()
+        session = _Session(uuid.uuid4().hex, sandbox, limits, now, time.time(), now)
+        self._open[session.id] = session
+        metrics.SESSIONS_CREATED.inc()
+        self._count()
+        return session.info(now)
+
+    def info(self, session_id: str) -> SessionInfo:
+        session = self._find(session_id)
+        self._expire_if_due(session)
+        return session.info(time.monotonic())
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the session and wait until its sandbox is gone (a lost or expired one is
+        forgotten)."""
+        if self._gone.pop(session_id, None) is not None:
+            return
+        removal = self._forget(self._find(session_id), None)
+        if removal is not None:
+            await asyncio.shield(removal)  # a caller that goes away does not stop the removal
+
+    async def execute(
+        self, session_id: str, req: ExecuteRequest, request_id: str
+    ) -> SessionExecuteResponse:
+        session = self._find(session_id)
+        await self._take_turn(session)
+        try:
+            self._find(session_id)  # deleted, lost or expired while this call waited
+            self._expire_if_due(session)
+            return await self._call(session, req, request_id)
+        finally:
+            session.lock.release()
+
+    async def _take_turn(self, session: _Session) -> None:
+        """Hold the session's lock: at once, or within ``session_call_wait``; else 409."""
+        wait = self.settings.session_call_wait
+        if not session.lock.locked():
+            await session.lock.acquire()
+            return
+        busy = f"session {session.id} is running another call"
+        if wait <= 0:
+            raise SessionBusy(busy)
+        try:
+            await asyncio.wait_for(session.lock.acquire(), wait)
+        except TimeoutError:
+            raise SessionBusy(f"{busy} (waited {wait:g} s)") from None
+
+    def _expire_if_due(self, session: _Session) -> None:
+        why = session.expiry(time.monotonic())
+        if why is not None:
+            self._expire(session, why)
+            self._find(session.id)  # raises SessionGone
+
+    def _expire(self, session: _Session, why: str) -> None:
+        metrics.SESSIONS_EXPIRED.labels("lifetime" if "lifetime" in why else "idle").inc()
+        log.info("session %s expired: %s", session.id, why)
+        self._forget(session, f"expired: {why}")
+
+    async def _call(
+        self, session: _Session, req: ExecuteRequest, request_id: str
+    ) -> SessionExecuteResponse:
+        lim = session.limits
+        if req.memory_mb is not None and req.memory_mb != lim.memory_mb:
+            raise RequestError(
+                422,
+                f"memory_mb is fixed per session ({lim.memory_mb} MiB); "
+                "give it when creating the session",
+            )
+        defaults = {
+            "timeout": req.timeout if req.timeout is not None else lim.timeout,
+            "cpu_timeout": req.cpu_timeout if req.cpu_timeout is not None else lim.cpu_timeout,
+            "memory_mb": lim.memory_mb,
+        }
+        limits = resolve_limits(req.model_copy(update=defaults), self.settings)
+        job = Job(code=req.code, stdin=req.input, limits=limits)
+        result: SnippetResult | None = None
+        async with self.admission.slot():
+            try:
+                result = decide(await session.sandbox.run(job), limits)
+            except (SandboxError, NotAVerdict) as exc:
+                metrics.SANDBOX_ERRORS.inc()
+                self._lose(session, f"its sandbox failed: {exc}", "sandbox_error")
+                raise ServiceUnavailable(f"the session's sandbox failed: {exc}") from exc
+            finally:
+                if result is None and session.id in self._open:  # cancelled mid-call
+                    self._lose(session, "a call was abandoned while it ran", "abandoned")
+        now = time.monotonic()
+        session.calls += 1
+        session.last_used = now
+        lost = None
+        if session.sandbox.ended or result.status not in LIVE:
+            lost = lost_reason(result)
+            self._lose(session, lost, result.status.value)
+        _observe(result)
+        answer = to_response(result, request_id)
+        return SessionExecuteResponse(
+            **answer.model_dump(),
+            session_id=session.id,
+            expires_in=0.0 if lost else round(session.expires_in(now), 3),
+            lifetime_left=0.0 if lost else round(session.lifetime_left(now), 3),
+            session_lost=lost,
+        )
+
+    def _lose(self, session: _Session, why: str, status: str) -> None:
+        if session.id not in self._open:
+            return
+        metrics.SESSIONS_LOST.labels(status).inc()
+        log.info("session %s lost: %s", session.id, why)
+        self._forget(session, f"is lost: {why}")
+
+    # -- upkeep --------------------------------------------------------------------------
+    def expire_due(self) -> int:
+        """Expire every idle session past its idle time or lifetime; how many."""
+        now = time.monotonic()
+        due = [
+            (s, why)
+            for s in list(self._open.values())
+            if not s.lock.locked() and (why := s.expiry(now)) is not None
+        ]
+        for session, why in due:
+            self._expire(session, why)
+        return len(due)
+
+    async def run_expiry(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.session_check_interval)
+            try:
+                self.expire_due()
+            except Exception:  # upkeep must survive anything
+                log.exception("session expiry failed")
+
+    async def close_all(self) -> None:
+        """Remove every session (service stop) and wait until their sandboxes are gone."""
+        for session in list(self._open.values()):
+            self._forget(session, "expired: the service stopped")
+        await self.drain()
+
+
+def _observe(result: SnippetResult) -> None:
+    metrics.RUN_SECONDS.observe(result.duration_ms / 1000)
+    if result.cpu_ms is not None:
+        metrics.CPU_SECONDS.observe(result.cpu_ms / 1000)
+    if result.status is Status.TIMEOUT and result.limit is not None:
+        metrics.TIMEOUTS.labels(result.limit.value).inc()
+    elif result.limit is Limit.MEMORY:
+        metrics.OOM_KILLS.inc()
