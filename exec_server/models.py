@@ -17,11 +17,25 @@ from pydantic_core import PydanticCustomError
 from scorer.api import ScoreBatchResponse
 from scorer.row import GradedRow as ScoreRow
 
+from .languages import SPELLINGS as LANGUAGES
+from .languages import normalize
 from .settings import Isolation
 from .verdict import Limit, Status
 
-LANGUAGES = {"python": "python", "python3": "python", "py": "python"}
-"""Accepted spellings (any case) of each supported language, to its one name."""
+
+def language_name(value: str) -> str:
+    """The one name of a language spelling; a clear error naming the supported ones."""
+    name = normalize(value)
+    if name is None:
+        supported = ", ".join(sorted(set(LANGUAGES.values())))
+        aliases = ", ".join(a for a in LANGUAGES if a not in LANGUAGES.values())
+        raise PydanticCustomError(
+            "language",
+            "{language} is not supported; supported: {supported} "
+            "(also written {aliases}, any case)",
+            {"language": repr(value), "supported": supported, "aliases": aliases},
+        )
+    return name
 
 
 class ExecuteRequest(BaseModel):
@@ -33,7 +47,8 @@ class ExecuteRequest(BaseModel):
     code: str = Field(min_length=1, description="Source code to run.")
     input: str = Field(default="", alias="stdin", description="Bytes fed to the program's stdin.")
     language: str = Field(
-        default="python", description="'python' (also 'python3', 'py', any case)."
+        default="python",
+        description="'python', 'c', 'cpp' or 'bash' (aliases in GET /languages, any case).",
     )
     timeout: float | None = Field(default=None, gt=0, description="Wall-clock limit in seconds.")
     cpu_timeout: float | None = Field(
@@ -45,27 +60,34 @@ class ExecuteRequest(BaseModel):
     isolation: Isolation | None = Field(
         default=None, description="Ask for 'container' (stricter) when the server runs 'process'."
     )
+    compile_timeout: float | None = Field(
+        default=None, gt=0, description="Seconds for the compile step (c, cpp)."
+    )
 
     @field_validator("language")
     @classmethod
     def _one_name_per_language(cls, value: str) -> str:
         """Normalize the aliases here, so the engine only ever sees a supported name."""
-        name = LANGUAGES.get(value.strip().lower())
-        if name is None:
-            supported = ", ".join(sorted(set(LANGUAGES.values())))
-            aliases = ", ".join(a for a in LANGUAGES if a not in LANGUAGES.values())
-            raise PydanticCustomError(
-                "language",
-                "{language} is not supported; supported: {supported} "
-                "(also written {aliases}, any case)",
-                {"language": repr(value), "supported": supported, "aliases": aliases},
-            )
-        return name
+        return language_name(value)
 
 
 class Truncated(BaseModel):
     stdout: bool = False
     stderr: bool = False
+
+
+class CompileResult(BaseModel):
+    """The compile step of a compiled language (its output stays in the sandbox)."""
+
+    status: Status = Field(description="'ok', or how the compiler ended (error, timeout...).")
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    message: str = Field(description="The compiler's output, with the limit's reason if any.")
+    duration_ms: float
+    cpu_ms: float | None = None
+    peak_memory_kb: int | None = None
+    reason: str | None = None
 
 
 class ExecuteResponse(BaseModel):
@@ -86,6 +108,9 @@ class ExecuteResponse(BaseModel):
     cpu_ms: float | None = Field(default=None, description="CPU time of its processes.")
     peak_memory_kb: int | None = Field(
         default=None, description="Peak resident memory of its main process."
+    )
+    compile: CompileResult | None = Field(
+        default=None, description="The compile step (c, cpp); status compile_error if it failed."
     )
 
 
@@ -152,6 +177,7 @@ class RunCodeRequest(BaseModel):
     language: str = "python"
     stdin: str | None = ""
     run_timeout: float | None = Field(default=None, gt=0, description="Seconds.")
+    compile_timeout: float | None = Field(default=None, gt=0, description="Seconds (c, cpp).")
     memory_limit_MB: int | None = Field(default=None, description="-1 or absent: the default.")
     files: dict[str, Any] = Field(default_factory=dict, description="Not supported; must be empty.")
 
@@ -167,7 +193,7 @@ class RunResult(BaseModel):
 class RunCodeResponse(BaseModel):
     status: Literal["Success", "Failed", "SandboxError"]
     message: str
-    compile_result: None = None
+    compile_result: RunResult | None = None
     run_result: RunResult | None
     executor_pod_name: str | None = None
     files: dict[str, str] = Field(default_factory=dict)
@@ -206,6 +232,21 @@ class ScoreBatchRequest(BaseModel):
     )
 
 
+class LanguageInfo(BaseModel):
+    """One language of ``GET /languages``."""
+
+    name: str
+    aliases: list[str]
+    version: str
+    source_file: str | None = Field(description="The file the code is written to, if any.")
+    compile_command: str | None = Field(description="Run in the sandbox; None: not compiled.")
+    run_command: str
+
+
+class LanguagesResponse(BaseModel):
+    languages: list[LanguageInfo]
+
+
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
@@ -221,6 +262,7 @@ class Readiness(BaseModel):
 __all__ = [
     "CalculateRequest",
     "CalculateResponse",
+    "CompileResult",
     "ErrorResponse",
     "ExecuteBatchItemError",
     "ExecuteBatchRequest",
@@ -230,6 +272,8 @@ __all__ = [
     "FieldError",
     "Health",
     "ItemError",
+    "LanguageInfo",
+    "LanguagesResponse",
     "Readiness",
     "RunCodeRequest",
     "RunCodeResponse",

@@ -49,6 +49,13 @@ class Settings(BaseSettings):
     memory_mb_default: int = Field(default=256, ge=MIN_MEMORY_MB)
     memory_mb_max: int = Field(default=2048, ge=MIN_MEMORY_MB)
     output_max_bytes: int = Field(default=64 * 1024, ge=1024, description="Cap per stream.")
+    compile_timeout_default: float = Field(
+        default=15.0, gt=0, description="Wall-clock (and CPU) limit of a compile step."
+    )
+    compile_timeout_max: float = Field(default=60.0, gt=0)
+    compile_memory_mb: int = Field(
+        default=1024, ge=MIN_MEMORY_MB, description="Memory limit of each compiler process."
+    )
     pids_limit: int = Field(default=64, ge=8)
     cpus: float = Field(default=1.0, gt=0, description="CPU quota of one sandbox.")
     tmpfs_mb: int = Field(default=64, ge=1, description="Size of the sandbox's /tmp.")
@@ -124,6 +131,10 @@ class Settings(BaseSettings):
             raise ValueError("BOXED_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
         if self.memory_mb_default > self.memory_mb_max:
             raise ValueError("BOXED_MEMORY_MB_DEFAULT exceeds BOXED_MEMORY_MB_MAX")
+        if self.compile_timeout_default > self.compile_timeout_max:
+            raise ValueError("BOXED_COMPILE_TIMEOUT_DEFAULT exceeds BOXED_COMPILE_TIMEOUT_MAX")
+        if self.compile_memory_mb > self.memory_mb_max:
+            raise ValueError("BOXED_COMPILE_MEMORY_MB exceeds BOXED_MEMORY_MB_MAX")
         if self.cpu_timeout_default is not None and self.cpu_timeout_default > self.timeout_max:
             raise ValueError("BOXED_CPU_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
         ids = self.sandbox_user.split(":", 1)

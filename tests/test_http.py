@@ -211,13 +211,15 @@ def test_language_aliases_reach_the_engine_as_python(
 def test_an_unsupported_language_names_what_is(app: tuple[TestClient, FakeExecutor]) -> None:
     client, fake = app
     for path, body in (
-        ("/execute", {"code": "1", "language": "cpp"}),
-        ("/run_code", {"code": "1", "language": "cpp"}),
+        ("/execute", {"code": "1", "language": "cobol"}),
+        ("/run_code", {"code": "1", "language": "cobol"}),
     ):
         r = client.post(path, json=body)
         assert r.status_code == 422
         detail = assert_error_shape(r)["detail"]
-        assert detail.startswith("language: 'cpp' is not supported; supported: python")
+        assert detail.startswith(
+            "language: 'cobol' is not supported; supported: bash, c, cpp, python"
+        )
         assert "python3, py" in detail
     assert fake.ran == []
 

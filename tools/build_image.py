@@ -29,7 +29,9 @@ OFFLINE_BASE = "boxed-base:bookworm"
 DEBIAN_MIRROR = os.environ.get("BOXED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # The sandbox's Python packages come from pinned wheels (docker/sandbox/requirements.txt), not
 # from Debian: its python3-sympy and python3-numpy are older than what an online build gets.
-BASE_PACKAGES = ["python3", "python3-pip", "ca-certificates"]
+# gcc/g++ (and libc6-dev, which g++ pulls in only through libstdc++'s headers) compile the C
+# and C++ submissions of /judge and /execute inside the sandbox.
+BASE_PACKAGES = ["python3", "python3-pip", "ca-certificates", "gcc", "g++", "libc6-dev"]
 # Trimmed from the root filesystem: caches and documentation nobody in a sandbox reads.
 _PRUNE = ["var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info"]
 
@@ -47,7 +49,8 @@ def image_exists(tag: str) -> bool:
 def build_offline_base(
     tag: str = OFFLINE_BASE, suite: str = "bookworm", mirror: str = DEBIAN_MIRROR
 ) -> str:
-    """debootstrap a minimal Debian with Python and pip, and ``docker import`` it."""
+    """debootstrap a minimal Debian with Python, pip and the C/C++ toolchain, and
+    ``docker import`` it."""
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install -y debootstrap)")
     with tempfile.TemporaryDirectory(prefix="boxed-rootfs-") as tmp:

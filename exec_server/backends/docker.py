@@ -261,7 +261,11 @@ class DockerBackend:
         return dict(
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=4096,mode=1777"},
+            tmpfs={
+                "/tmp": f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=4096,mode=1777",
+                # compiled programs: root's, mode 0755 (runnable, not writable by snippets)
+                "/box": f"rw,exec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=16,mode=0755",
+            },
             cap_drop=["ALL"],
             cap_add=SUPERVISOR_CAPS,
             security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"],

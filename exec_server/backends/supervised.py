@@ -121,6 +121,7 @@ class SupervisedSandbox:
         self.max_runs = max_runs
         self.preload = preload
         self.runs = 0
+        self.holding = False  # a run with ``more`` was the last: a program may be installed
         self.broken = False  # broke protocol or was stopped: never reused
         self._frames = bytearray()  # supervisor frames not yet consumed
 
@@ -147,11 +148,16 @@ class SupervisedSandbox:
             "wall": limits.wall_seconds,
             "cpu": limits.cpu_seconds,
             "memory_mb": self.memory_mb,
-            "heavy": self.preload and needs_preload(job.code),
-            "last": not self.reusable,
+            "heavy": self.preload and not job.argv and needs_preload(job.code),
+            "last": not self.reusable and not job.more,
         }
+        if job.argv:
+            header.update(argv=list(job.argv), source=job.source, install=job.install)
+        if job.more:
+            header["keep"] = True
         await self._send(request(header, snippet_body(job.code, job.stdin)))
         self.runs += 1
+        self.holding = job.more
         cap = limits.output_bytes
         out = {OUTPUT: bytearray(), ERRORS: bytearray()}
         try:
@@ -189,6 +195,7 @@ class SupervisedSandbox:
                 duration_ms=float(report["duration_ms"]),
                 cpu_ms=None if report["cpu_ms"] is None else float(report["cpu_ms"]),
                 max_rss_kb=None if report["max_rss_kb"] is None else int(report["max_rss_kb"]),
+                installed=bool(report.get("installed")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             self.broken = True
@@ -230,9 +237,14 @@ class SupervisedSandbox:
         return (
             self.reusable
             and not self.broken
+            and not self.holding
             and result.status in REUSABLE
             and self.runs < self.max_runs
         )
+
+    def can_continue(self, result: SnippetResult) -> bool:
+        """The next run of the same request: after a normal end only, as for reuse."""
+        return not self.broken and result.status in REUSABLE
 
     async def settle(self) -> bool:
         """Wait for the supervisor's clean-up verdict: True when the sandbox is clean."""

@@ -1,4 +1,5 @@
-"""Runs one snippet in the current process, as ``python -c`` would (stdlib only).
+"""Runs one snippet in the current process, as ``python -c`` would (stdlib only), or execs a
+program in its place (a compiler, a compiled submission, a shell script).
 
 The supervisor's child calls ``run`` once its set-up is done and its limits are set: fd 0 holds
 the snippet body (see ``protocol.snippet_body``), fds 1 and 2 are the snippet's stdout and
@@ -66,11 +67,33 @@ def read_body(fd=0):
     return code, _read_exact(fd, input_size)
 
 
-def run(report):
+def _exec_program(report, code, stdin, argv, source):
+    """Exec ``argv`` in this process (its limits and uid stay), with the body's input as its
+    stdin; the code is first written to ``source`` in the working directory when given (the
+    compiler's input, a script). Never returns."""
+    if source:
+        fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        view = memoryview(code.encode("utf-8", "surrogatepass"))
+        while view:
+            view = view[os.write(fd, view) :]
+        os.close(fd)
+    _install_stdin(stdin)
+    report[0] = REPORT_STARTED
+    try:
+        os.execv(argv[0], argv)
+    except OSError as exc:
+        os.write(2, f"boxed: cannot run {argv[0]}: {exc.strerror}\n".encode())
+    os._exit(127)  # as a shell answers a command it cannot run
+
+
+def run(report, argv=None, source=None):
     """Run the snippet on fd 0 and ``os._exit`` with its exit status; never returns.
 
-    ``report`` is the page shared with the supervisor (see ``protocol``)."""
+    ``report`` is the page shared with the supervisor (see ``protocol``). With ``argv`` the
+    program it names runs instead of the code (see ``_exec_program``)."""
     code, stdin = read_body()
+    if argv:
+        _exec_program(report, code, stdin, argv, source)
     _install_stdin(stdin)  # fd 0 is the snippet's from here on
     sys.argv = ["-c"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}

@@ -68,6 +68,7 @@ from .protocol import (
 
 CHUNK = 65536
 RUN_DIR = "/tmp/run"
+PROGRAM_DIR = "/box"  # compiled programs: root's, executable (/tmp is noexec), not wiped
 WRITABLE = "/tmp"
 KILL_SECONDS = 2.0  # longest wait for SIGKILLed processes to vanish
 DRAIN_SECONDS = 1.0  # longest wait for pipe EOF once every writer is dead
@@ -163,6 +164,8 @@ def _set_limits(limits, config):
     page = os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/statm") as f:
         mapped = int(f.read().split()[0]) * page
+    if limits.get("argv"):
+        mapped = 0  # an exec'd program leaves this interpreter's mappings behind
     address_space = mapped + int(limits["memory_mb"]) * 1024 * 1024  # its own share on top
     cpu = math.ceil(float(limits["cpu"])) + 1  # a backstop: the supervisor stops it on time
     nproc = config.get("nproc")  # gVisor: its own kernel counts this sandbox's tasks alone
@@ -175,6 +178,8 @@ def _set_limits(limits, config):
         (resource.RLIMIT_FSIZE, int(config["fsize"]), int(config["fsize"])),
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_MSGQUEUE, 0, 0),
+        # an exec'd program's stack may use its whole memory limit (deep recursion in C++)
+        *([(resource.RLIMIT_STACK, address_space, address_space)] if limits.get("argv") else []),
     ):
         ceiling = resource.getrlimit(which)[1]
         if ceiling != resource.RLIM_INFINITY:
@@ -238,12 +243,14 @@ def _child(body_fd, out_w, err_w, go_r, config):
         # Only lowering limits, which needs no privilege.
         # (Processes: the container's pids cgroup, which only this snippet uses while it runs;
         # RLIMIT_NPROC would count the sandbox uid across every container of the host.)
-        _set_limits(json.loads(handed), config)
+        limits = json.loads(handed)
+        _set_limits(limits, config)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
         os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)
     try:
-        runner.run(_report)  # os._exit()s with the snippet's status
+        # os._exit()s with the snippet's status (or execs the program of a compile/exec run)
+        runner.run(_report, limits.get("argv"), limits.get("source"))
     except MemoryError:
         # The address-space limit left no room even for the runner's own work.
         _report[0], _report[1] = REPORT_STARTED, REPORT_MEMORY_ERROR
@@ -603,7 +610,9 @@ def _serve_one(header, child, config, exits, counters):
     oom_before = counters.oom_kills()
     ticks_at_start = _cpu_ticks([pid])  # the child's own set-up (it is alone: proven clean)
     started = time.monotonic()
-    child.hand_over({"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])})
+    handed = {"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])}
+    handed.update((key, header[key]) for key in ("argv", "source") if header.get(key))
+    child.hand_over(handed)
     killed_for, exited = None, False
     deadline = started + wall
     cpu_check = started + cpu_limit / cpus  # no earlier moment can see the budget spent
@@ -653,6 +662,10 @@ def _serve_one(header, child, config, exits, counters):
         if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
             killed_for = KILLED_CPU
     oom_after = counters.oom_kills()
+    installed = False
+    if header.get("install") and exit_code == 0 and killed_for is None and not strays:
+        _install_program(header["install"], uid, int(config["gid"]))
+        installed = True
     run.queue(
         frame(
             RESULT,
@@ -667,6 +680,7 @@ def _serve_one(header, child, config, exits, counters):
                     "cpu_ms": round(cpu_seconds * 1000, 1),
                     "max_rss_kb": usage.ru_maxrss,
                     "strays": len(strays),
+                    "installed": installed,
                 }
             ).encode(),
         )
@@ -675,6 +689,52 @@ def _serve_one(header, child, config, exits, counters):
     # Listed after the child's exit: with no stray then, nothing of the snippet's but zombies
     # can exist any more (a zombie forks nothing), so the clean-up need not hunt for processes.
     return not strays and killed_for is None
+
+
+# -- compiled programs -----------------------------------------------------------------------
+def _install_program(name, uid, gid):
+    """Copy the compiler's output ``name`` from the run directory into PROGRAM_DIR, owned by
+    root, mode 0755: the submission's later runs can execute it but not replace it. It is read
+    with the sandbox uid's rights (the run directory is the sandbox's, mode 0700; no link is
+    followed), and every process of that uid is dead by now."""
+    if os.sep in name or name.startswith("."):
+        raise RuntimeError(f"bad program name {name!r}")
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        source = os.open(os.path.join(RUN_DIR, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+    try:
+        if not os.path.isfile(f"/proc/self/fd/{source}"):
+            raise RuntimeError(f"the compiler's output {name!r} is not a regular file")
+        target = os.open(
+            os.path.join(PROGRAM_DIR, name),
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o755,
+        )
+        try:
+            while os.sendfile(target, source, None, 1 << 20):
+                pass
+            os.fchmod(target, 0o755)
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
+
+
+def _drop_programs():
+    """Remove the compiled programs (the clean-up of a request that does not keep them);
+    what cannot be removed is a problem that retires the container."""
+    try:
+        for name in os.listdir(PROGRAM_DIR):
+            os.unlink(os.path.join(PROGRAM_DIR, name))
+        return [] if not os.listdir(PROGRAM_DIR) else [f"{PROGRAM_DIR} not empty"]
+    except FileNotFoundError:
+        return []  # a container made without the directory never held a program
+    except OSError as exc:
+        return [f"cannot empty {PROGRAM_DIR}: {exc!r}"]
 
 
 # -- proving the container clean -------------------------------------------------------------
@@ -874,6 +934,8 @@ def main(config):
             # exits); PID 1's exit ends every process left.
             continue
         problems = _problems(uid, gid, zygote, exits, counters, alone, baseline)
+        if not header.get("keep"):
+            problems += _drop_programs()  # a compiled program lives for its judge request only
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:

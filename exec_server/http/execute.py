@@ -11,12 +11,16 @@ from fastapi import APIRouter, Request, Response
 
 from .. import metrics
 from ..executor import RequestError
+from ..languages import LANGUAGES
 from ..models import (
+    CompileResult,
     ExecuteBatchItemError,
     ExecuteBatchRequest,
     ExecuteBatchResponse,
     ExecuteRequest,
     ExecuteResponse,
+    LanguageInfo,
+    LanguagesResponse,
     RunCodeRequest,
     RunCodeResponse,
     RunResult,
@@ -31,6 +35,13 @@ router = APIRouter(route_class=JsonBodyRoute, dependencies=GUARDED, tags=["execu
 
 def request_id(request: Request) -> str:
     return request.headers.get("x-request-id") or uuid.uuid4().hex
+
+
+@router.get("/languages", response_model=LanguagesResponse)
+async def list_languages() -> LanguagesResponse:
+    """Every language, its version and the commands it is compiled and run with (in the
+    sandbox)."""
+    return LanguagesResponse(languages=[LanguageInfo(**lang.describe()) for lang in LANGUAGES])
 
 
 @router.post("/execute", response_model=ExecuteResponse)
@@ -86,6 +97,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
             "language": req.language,
             "timeout": req.run_timeout,
             "memory_mb": memory,
+            "compile_timeout": req.compile_timeout,
         },
     )
     result = await request.app.state.executor.execute(execute_req, request_id(request))
@@ -93,11 +105,33 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
     return as_sandbox_fusion(result)
 
 
+def _compile_result(step: CompileResult) -> RunResult:
+    """SandboxFusion's ``compile_result``: the compiler's run as a command result."""
+    return RunResult(
+        status="TimeLimitExceeded" if step.status == "timeout" else "Finished",
+        execution_time=step.duration_ms / 1000,
+        return_code=step.exit_code,
+        stdout=step.stdout,
+        stderr=step.stderr,
+    )
+
+
 def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
+    compiled = _compile_result(result.compile) if result.compile is not None else None
+    if result.status == "compile_error":
+        # SandboxFusion's answer to a compile error: Failed, no run, the compiler's result
+        return RunCodeResponse(
+            status="Failed",
+            message="CompileError",
+            compile_result=compiled,
+            run_result=None,
+            boxed_status=result.status,
+        )
     run_status = "TimeLimitExceeded" if result.status == "timeout" else "Finished"
     return RunCodeResponse(
         status="Success" if result.status == "ok" else "Failed",
         message="" if result.status in ("ok", "error") else result.status,
+        compile_result=compiled,
         run_result=RunResult(
             status=run_status,
             execution_time=result.duration_ms / 1000,
