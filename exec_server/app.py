@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from . import __version__
 from .executor import Executor
-from .http import docs, errors, execute, probes, scoring, tools
+from .http import docs, errors, execute, judge, probes, scoring, tools
 from .http_limits import BodySizeLimit
 from .models import ErrorResponse
 from .settings import Settings, get_settings
@@ -57,6 +57,6 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.state.settings = settings
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     errors.install(app)
-    for module in (execute, scoring, tools, probes, docs):
+    for module in (execute, judge, scoring, tools, probes, docs):
         app.include_router(module.router)
     return app

@@ -31,3 +31,4 @@ CPU_SECONDS = Histogram(
 )
 SANDBOX_ERRORS = Counter("boxed_sandbox_errors_total", "Infrastructure failures while running.")
 BACKEND_UP = Gauge("boxed_backend_up", "1 when the backend's engine answers.", ["backend"])
+JUDGE_TESTS = Counter("boxed_judge_tests_total", "Tests judged, by status.", ["status"])

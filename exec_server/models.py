@@ -232,6 +232,96 @@ class ScoreBatchRequest(BaseModel):
     )
 
 
+class JudgeTest(BaseModel):
+    """One test: ``input``/``expected_output`` (stdin/stdout) or ``args``/``expected`` (a call
+    of ``fn_name``), with optional limits of its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: str = Field(default="", description="The program's stdin.")
+    expected_output: str | None = Field(default=None, description="Its expected stdout.")
+    args: list[Any] | None = Field(default=None, description="Arguments of fn_name (JSON).")
+    expected: Any = Field(default=None, description="fn_name's expected return value (JSON).")
+    timeout: float | None = Field(default=None, gt=0, description="This test's wall limit.")
+    cpu_timeout: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0)
+
+
+class JudgeRequest(BaseModel):
+    """A submission and its tests (docs/judging.md): stdin/stdout tests, call-based tests
+    (``fn_name``, Python), or one ``test_script`` run after the code in its interpreter."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(min_length=1)
+    language: str = "python"
+    tests: list[JudgeTest] = Field(default_factory=list)
+    fn_name: str | None = Field(default=None, description="Call-based tests: the function.")
+    test_script: str | None = Field(
+        default=None, description="Python run after the code (HumanEval's check); passes on exit 0."
+    )
+    entry_point: str | None = Field(
+        default=None, description="With test_script: call check(<entry_point>) after it."
+    )
+    comparison: Literal["exact", "whitespace", "float", "lines", "checker"] = "whitespace"
+    float_tolerance: float = Field(default=1e-6, ge=0)
+    checker: str | None = Field(
+        default=None,
+        description="comparison 'checker': Python defining check(input, expected, actual) "
+        "-> bool or (bool, message); run in the sandbox apart from the submission.",
+    )
+    timeout: float | None = Field(default=None, gt=0, description="Per-test wall limit.")
+    cpu_timeout: float | None = Field(default=None, gt=0, description="Per-test CPU limit.")
+    memory_mb: int | None = Field(default=None, gt=0, description="Per-test memory limit.")
+    compile_timeout: float | None = Field(default=None, gt=0)
+    stop_on_first_failure: bool = False
+    isolation: Isolation | None = None
+    cache: bool = Field(default=False, description="Answer a stored result of the same request.")
+
+    @field_validator("language")
+    @classmethod
+    def _one_name_per_language(cls, value: str) -> str:
+        return language_name(value)
+
+
+class Difference(BaseModel):
+    line: int = Field(description="1-based line of the actual output.")
+    column: int
+    expected: str
+    actual: str
+    note: str | None = None
+
+
+class JudgeTestResult(BaseModel):
+    index: int
+    status: str = Field(
+        description="accepted, wrong_answer, runtime_error, timeout, memory_limit, output_limit."
+    )
+    exit_code: int | None
+    duration_ms: float
+    cpu_ms: float | None
+    peak_memory_kb: int | None
+    stdout: str = Field(description="The program's output, cut to a short excerpt.")
+    stderr: str = Field(description="Its stderr, cut to a short excerpt.")
+    truncated: bool = Field(description="stdout or stderr was cut (here or by the output cap).")
+    difference: Difference | None = None
+    message: str | None = Field(default=None, description="A limit's reason, a checker's note.")
+
+
+class JudgeResponse(BaseModel):
+    verdict: str = Field(
+        description="accepted, or the first failing test's status, or compile_error."
+    )
+    passed: int
+    total: int
+    first_failure: int | None = Field(description="Index of the first failing test.")
+    compile: CompileResult | None = None
+    tests: list[JudgeTestResult] = Field(description="The tests run, in order.")
+    duration_ms: float
+    request_id: str
+    cached: bool = False
+
+
 class LanguageInfo(BaseModel):
     """One language of ``GET /languages``."""
 
@@ -272,6 +362,10 @@ __all__ = [
     "FieldError",
     "Health",
     "ItemError",
+    "JudgeRequest",
+    "JudgeResponse",
+    "JudgeTest",
+    "JudgeTestResult",
     "LanguageInfo",
     "LanguagesResponse",
     "Readiness",

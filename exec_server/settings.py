@@ -56,6 +56,13 @@ class Settings(BaseSettings):
     compile_memory_mb: int = Field(
         default=1024, ge=MIN_MEMORY_MB, description="Memory limit of each compiler process."
     )
+    judge_max_tests: int = Field(default=512, ge=1, description="Most tests in one /judge.")
+    judge_max_test_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="Largest test (input and expected, bytes)."
+    )
+    judge_max_work_seconds: float = Field(
+        default=600.0, gt=0, description="Most time limits one /judge may add up to."
+    )
     pids_limit: int = Field(default=64, ge=8)
     cpus: float = Field(default=1.0, gt=0, description="CPU quota of one sandbox.")
     tmpfs_mb: int = Field(default=64, ge=1, description="Size of the sandbox's /tmp.")
