@@ -13,6 +13,7 @@ from .executor import Executor
 from .http import docs, errors, execute, judge, probes, scoring, tools
 from .http_limits import BodySizeLimit
 from .models import ErrorResponse
+from .result_cache import ResultCache
 from .settings import Settings, get_settings
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -55,6 +56,11 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.result_cache = ResultCache(
+        settings.result_cache_entries,
+        settings.result_cache_mb * 1024 * 1024,
+        settings.result_cache_ttl,
+    )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     errors.install(app)
     for module in (execute, judge, scoring, tools, probes, docs):

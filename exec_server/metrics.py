@@ -32,3 +32,9 @@ CPU_SECONDS = Histogram(
 SANDBOX_ERRORS = Counter("boxed_sandbox_errors_total", "Infrastructure failures while running.")
 BACKEND_UP = Gauge("boxed_backend_up", "1 when the backend's engine answers.", ["backend"])
 JUDGE_TESTS = Counter("boxed_judge_tests_total", "Tests judged, by status.", ["status"])
+RESULT_CACHE = Counter(
+    "boxed_result_cache_total",
+    "Answers by how they were had: ran, hit (cache), joined (in flight), replayed (same id).",
+    ["route", "outcome"],
+)
+RESULT_CACHE_ENTRIES = Gauge("boxed_result_cache_entries", "Answers kept in the result cache.")

@@ -60,6 +60,9 @@ class ExecuteRequest(BaseModel):
     isolation: Isolation | None = Field(
         default=None, description="Ask for 'container' (stricter) when the server runs 'process'."
     )
+    cache: bool = Field(
+        default=False, description="Answer a stored result of the same request (docs/judging.md)."
+    )
     compile_timeout: float | None = Field(
         default=None, gt=0, description="Seconds for the compile step (c, cpp)."
     )
@@ -112,6 +115,7 @@ class ExecuteResponse(BaseModel):
     compile: CompileResult | None = Field(
         default=None, description="The compile step (c, cpp); status compile_error if it failed."
     )
+    cached: bool = Field(default=False, description="A stored answer: the code did not run now.")
 
 
 class CalculateRequest(BaseModel):
@@ -180,6 +184,7 @@ class RunCodeRequest(BaseModel):
     compile_timeout: float | None = Field(default=None, gt=0, description="Seconds (c, cpp).")
     memory_limit_MB: int | None = Field(default=None, description="-1 or absent: the default.")
     files: dict[str, Any] = Field(default_factory=dict, description="Not supported; must be empty.")
+    cache: bool = Field(default=False, description="boxed's own: answer a stored result.")
 
 
 class RunResult(BaseModel):
@@ -198,6 +203,7 @@ class RunCodeResponse(BaseModel):
     executor_pod_name: str | None = None
     files: dict[str, str] = Field(default_factory=dict)
     boxed_status: Status = Field(description="boxed's own verdict for the snippet.")
+    cached: bool = Field(default=False, description="boxed's own: a stored answer.")
 
 
 class ScoreRequest(BaseModel):

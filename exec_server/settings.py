@@ -63,6 +63,12 @@ class Settings(BaseSettings):
     judge_max_work_seconds: float = Field(
         default=600.0, gt=0, description="Most time limits one /judge may add up to."
     )
+    result_cache: bool = Field(
+        default=True, description='Requests may ask for a cached answer ("cache": true).'
+    )
+    result_cache_entries: int = Field(default=4096, ge=1, description="Answers kept at most.")
+    result_cache_mb: int = Field(default=256, ge=1, description="Memory the answers may take.")
+    result_cache_ttl: float = Field(default=3600.0, gt=0, description="Seconds an answer is kept.")
     pids_limit: int = Field(default=64, ge=8)
     cpus: float = Field(default=1.0, gt=0, description="CPU quota of one sandbox.")
     tmpfs_mb: int = Field(default=64, ge=1, description="Size of the sandbox's /tmp.")

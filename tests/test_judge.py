@@ -6,6 +6,7 @@ data set) has its own file, tests/test_humaneval.py."""
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterator
 
 import httpx
@@ -243,3 +244,27 @@ def test_caps_and_bad_requests(url: str, body: dict, status: int, says: str) -> 
     r = httpx.post(f"{url}/judge", json={"code": "print(1)", **body}, timeout=60)
     assert r.status_code == status, r.text
     assert says in r.json()["detail"]
+
+
+def test_cache_and_idempotent_retries(url: str) -> None:
+    body = {"code": SUM_CPP, "language": "cpp", "tests": SUM_TESTS, "cache": True}
+    first = httpx.post(f"{url}/judge", json=body, timeout=120).json()
+    hit = httpx.post(f"{url}/judge", json=body, timeout=120).json()
+    assert not first["cached"] and hit["cached"] and hit["verdict"] == "accepted"
+    assert hit["tests"] == first["tests"] and hit["request_id"] != first["request_id"]
+    # a timeout is never kept
+    slow = {"code": "while True: pass", "tests": [{"expected_output": ""}], "timeout": 0.3}
+    for _ in range(2):
+        answer = httpx.post(f"{url}/judge", json={**slow, "cache": True}, timeout=60).json()
+        assert answer["verdict"] == "timeout" and not answer["cached"]
+    # the same X-Request-ID sent twice at once: one run, two identical answers
+    sleepy = {"code": "import time; time.sleep(1); print(7)", "tests": [{"expected_output": "7"}]}
+    headers = {"X-Request-ID": "judge-retry-" + str(id(body))}
+    with httpx.Client(base_url=url, timeout=60) as client:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            answers = list(
+                pool.map(
+                    lambda _: client.post("/judge", json=sleepy, headers=headers).json(), [0, 1]
+                )
+            )
+    assert answers[0]["tests"] == answers[1]["tests"] and answers[0]["verdict"] == "accepted"

@@ -375,7 +375,8 @@ class DockerBackend:
             return BackendHealth(up=False, problem=f"Docker engine unreachable: {exc}")
         image = self.settings.sandbox_image
         try:
-            labels = self.api.inspect_image(image).get("Config", {}).get("Labels")
+            inspected = self.api.inspect_image(image)
+            labels = inspected.get("Config", {}).get("Labels")
         except docker.errors.ImageNotFound:
             problem = (
                 f"sandbox image {image} is missing; build it with "
@@ -385,7 +386,12 @@ class DockerBackend:
         except Exception as exc:
             return BackendHealth(up=up, problem=f"cannot inspect image {image}: {exc}")
         return BackendHealth(
-            up=up, details={"image_present": True, "sandbox": sandbox_versions(labels)}
+            up=up,
+            details={
+                "image_present": True,
+                "image_id": inspected.get("Id"),  # part of the result cache's key
+                "sandbox": sandbox_versions(labels),
+            },
         )
 
     async def health(self) -> BackendHealth:

@@ -25,6 +25,7 @@ from ..models import (
     RunCodeResponse,
     RunResult,
 )
+from . import cached
 from .auth import GUARDED
 from .errors import problem, validated
 from .json_body import JsonBodyRoute
@@ -49,7 +50,15 @@ async def execute(req: ExecuteRequest, request: Request, response: Response) -> 
     """Run one snippet in a fresh sandbox. The code's own failures are 200 with a status."""
     rid = request_id(request)
     response.headers["X-Request-ID"] = rid
-    result = await request.app.state.executor.execute(req, rid)
+    result = await cached.answer(
+        request,
+        "/execute",
+        "execute",
+        req,
+        lambda: request.app.state.executor.execute(req, rid),
+        cached.execute_cacheable,
+        request_id=rid,
+    )
     metrics.REQUESTS.labels("/execute", result.status).inc()
     return result
 
@@ -67,7 +76,16 @@ async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> Execute
     async def one(index: int, item: dict[Any, Any]) -> ExecuteResponse | ExecuteBatchItemError:
         try:
             req = validated(ExecuteRequest, item)
-            result = await executor.execute(req, f"{rid}-{index}")
+            result = await cached.answer(
+                request,
+                "/execute/batch",
+                "execute",
+                req,
+                lambda: executor.execute(req, f"{rid}-{index}"),
+                cached.execute_cacheable,
+                request_id=f"{rid}-{index}",
+                idempotent=False,  # one id for the batch: its items are not replayed alone
+            )
         except Exception as exc:  # every item gets an answer: the batch is never lost
             answer = problem(exc)
             if answer.status == 500:
@@ -98,9 +116,19 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
             "timeout": req.run_timeout,
             "memory_mb": memory,
             "compile_timeout": req.compile_timeout,
+            "cache": req.cache,
         },
     )
-    result = await request.app.state.executor.execute(execute_req, request_id(request))
+    rid = request_id(request)
+    result = await cached.answer(
+        request,
+        "/run_code",
+        "execute",
+        execute_req,
+        lambda: request.app.state.executor.execute(execute_req, rid),
+        cached.execute_cacheable,
+        request_id=rid,
+    )
     metrics.REQUESTS.labels("/run_code", result.status).inc()
     return as_sandbox_fusion(result)
 
@@ -126,6 +154,7 @@ def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
             compile_result=compiled,
             run_result=None,
             boxed_status=result.status,
+            cached=result.cached,
         )
     run_status = "TimeLimitExceeded" if result.status == "timeout" else "Finished"
     return RunCodeResponse(
@@ -140,4 +169,5 @@ def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
             stderr=result.stderr,
         ),
         boxed_status=result.status,
+        cached=result.cached,
     )

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from .. import metrics
 from ..judge import judge
 from ..models import JudgeRequest, JudgeResponse
+from . import cached
 from .auth import GUARDED
 from .execute import request_id
 from .json_body import JsonBodyRoute
@@ -20,6 +21,14 @@ async def judge_route(req: JudgeRequest, request: Request, response: Response) -
     ``passed``/``total`` and each test's status, time, memory and first difference."""
     rid = request_id(request)
     response.headers["X-Request-ID"] = rid
-    result = await judge(request.app.state.executor, req, rid)
+    result = await cached.answer(
+        request,
+        "/judge",
+        "judge",
+        req,
+        lambda: judge(request.app.state.executor, req, rid),
+        cached.judge_cacheable,
+        request_id=rid,
+    )
     metrics.REQUESTS.labels("/judge", result.verdict).inc()
     return result
