@@ -17,6 +17,7 @@ from . import languages, metrics
 from .admission import Admission, Overloaded
 from .backends import SandboxBackend, create_backend
 from .backends.base import BackendHealth
+from .files import encoded, fetch_names, input_files
 from .models import CompileResult, ExecuteRequest, ExecuteResponse, Truncated
 from .pool import WarmPool
 from .request_errors import RequestError, ServiceUnavailable
@@ -145,6 +146,7 @@ def to_response(result: SnippetResult, request_id: str) -> ExecuteResponse:
         reason=result.reason,
         cpu_ms=result.cpu_ms,
         peak_memory_kb=result.max_rss_kb,
+        files=encoded(result.files),
     )
 
 
@@ -292,9 +294,16 @@ class Executor:
 
     # -- running -------------------------------------------------------------------------
     def runs(
-        self, isolation: Isolation | None, language: str, code: str, compile_timeout: float | None
+        self,
+        isolation: Isolation | None,
+        language: str,
+        code: str,
+        compile_timeout: float | None,
+        files: dict[str, str] | None = None,
+        fetch_files: list[str] | None = None,
     ) -> Runs:
-        """The runs of one request (``async with``), on the pool of its isolation mode."""
+        """The runs of one request (``async with``), on the pool of its isolation mode; the
+        request's files checked (4xx) before anything runs."""
         lang = languages.get(language)
         return Runs(
             self.pools.get(isolation or self.settings.isolation, self.pool),
@@ -305,6 +314,9 @@ class Executor:
             if lang.compiled
             else None,
             sandbox_wait=self.settings.sandbox_wait,
+            files=input_files(files or {}, self.settings),
+            fetch=fetch_names(fetch_files or [], self.settings),
+            fetch_bytes=self.settings.max_fetch_bytes,
         )
 
     def check_available(self) -> None:
@@ -313,7 +325,9 @@ class Executor:
 
     async def execute(self, req: ExecuteRequest, request_id: str) -> ExecuteResponse:
         limits = resolve_limits(req, self.settings)
-        runs = self.runs(req.isolation, req.language, req.code, req.compile_timeout)
+        runs = self.runs(
+            req.isolation, req.language, req.code, req.compile_timeout, req.files, req.fetch_files
+        )
         self.check_available()
         started = time.monotonic()
         async with self.admission.slot():

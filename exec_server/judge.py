@@ -27,6 +27,7 @@ from typing import Any
 
 from . import metrics
 from .executor import Executor, compile_info, resolve_limits
+from .files import encoded
 from .models import (
     Difference,
     ExecuteRequest,
@@ -253,6 +254,7 @@ def _test_result(
         or len(stderr) > EXCERPT,
         difference=difference,
         message=message if message is not None else result.reason,
+        files=encoded(result.files),
     )
 
 
@@ -318,7 +320,7 @@ class Judging:
         code = CHECKER_DRIVER % {"checker": self.req.checker, "marker": self.marker}
         data = {"input": case.stdin, "expected": case.expected_output, "actual": stdout}
         limits = case.limits
-        checked = await self.runs.run(json.dumps(data), limits, more=more, code=code)
+        checked = await self.runs.run(json.dumps(data), limits, more=more, code=code, own=False)
         lines = _text(checked.stdout).split("\n")
         if f"{self.marker}loaded" not in lines:
             why = _text(checked.stderr)[-500:].strip() or checked.status
@@ -340,7 +342,9 @@ async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> Judge
     """Run ``req``'s tests; the answer has the verdict, the counts and every test run."""
     marker = f"\x1eboxed-{secrets.token_hex(12)}:"  # per request: the code cannot guess it
     kind, cases = plan(req, executor.settings, marker)
-    runs = executor.runs(req.isolation, req.language, req.code, req.compile_timeout)
+    runs = executor.runs(
+        req.isolation, req.language, req.code, req.compile_timeout, req.files, req.fetch_files
+    )
     executor.check_available()
     started = time.monotonic()
     tests: list[JudgeTestResult] = []

@@ -63,6 +63,12 @@ class ExecuteRequest(BaseModel):
     cache: bool = Field(
         default=False, description="Answer a stored result of the same request (docs/judging.md)."
     )
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Input files: relative name -> base64 content."
+    )
+    fetch_files: list[str] = Field(
+        default_factory=list, description="Files of the working directory to return after."
+    )
     compile_timeout: float | None = Field(
         default=None, gt=0, description="Seconds for the compile step (c, cpp)."
     )
@@ -116,6 +122,9 @@ class ExecuteResponse(BaseModel):
         default=None, description="The compile step (c, cpp); status compile_error if it failed."
     )
     cached: bool = Field(default=False, description="A stored answer: the code did not run now.")
+    files: dict[str, str] = Field(
+        default_factory=dict, description="The fetch_files found: name -> base64 content."
+    )
 
 
 class CalculateRequest(BaseModel):
@@ -183,7 +192,8 @@ class RunCodeRequest(BaseModel):
     run_timeout: float | None = Field(default=None, gt=0, description="Seconds.")
     compile_timeout: float | None = Field(default=None, gt=0, description="Seconds (c, cpp).")
     memory_limit_MB: int | None = Field(default=None, description="-1 or absent: the default.")
-    files: dict[str, Any] = Field(default_factory=dict, description="Not supported; must be empty.")
+    files: dict[str, Any] = Field(default_factory=dict, description="name -> base64 content.")
+    fetch_files: list[str] = Field(default_factory=list, description="Files to return after.")
     cache: bool = Field(default=False, description="boxed's own: answer a stored result.")
 
 
@@ -281,6 +291,12 @@ class JudgeRequest(BaseModel):
     memory_mb: int | None = Field(default=None, gt=0, description="Per-test memory limit.")
     compile_timeout: float | None = Field(default=None, gt=0)
     stop_on_first_failure: bool = False
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Input files of every test: name -> base64."
+    )
+    fetch_files: list[str] = Field(
+        default_factory=list, description="Files returned after each test's run."
+    )
     isolation: Isolation | None = None
     cache: bool = Field(default=False, description="Answer a stored result of the same request.")
 
@@ -312,6 +328,7 @@ class JudgeTestResult(BaseModel):
     truncated: bool = Field(description="stdout or stderr was cut (here or by the output cap).")
     difference: Difference | None = None
     message: str | None = Field(default=None, description="A limit's reason, a checker's note.")
+    files: dict[str, str] = Field(default_factory=dict, description="fetch_files found (base64).")
 
 
 class JudgeResponse(BaseModel):

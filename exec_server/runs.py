@@ -47,6 +47,9 @@ class Runs:
         code: str,
         compile_limits: RunLimits | None,
         sandbox_wait: float,
+        files: tuple[tuple[str, bytes], ...] = (),
+        fetch: tuple[str, ...] = (),
+        fetch_bytes: int = 0,
     ) -> None:
         self.pool = pool
         self.running_ids = running_ids
@@ -54,6 +57,7 @@ class Runs:
         self.code = code
         self.compile_limits = compile_limits
         self.sandbox_wait = sandbox_wait
+        self.files, self.fetch, self.fetch_bytes = files, fetch, fetch_bytes
         self.sandbox: Sandbox | None = None
         self.unsettled = False  # the last run's clean-up verdict is still to be read
         self.compiled = False  # the program is installed in ``sandbox``
@@ -132,6 +136,7 @@ class Runs:
             argv=self.language.compile,
             source=self.language.source,
             install=PROGRAM,
+            files=self.files,  # headers or data the code includes
             more=True,
         )
         result = await self._job(job)
@@ -148,15 +153,25 @@ class Runs:
         return self.compile_result
 
     async def run(
-        self, stdin: str, limits: RunLimits, *, more: bool, code: str | None = None
+        self,
+        stdin: str,
+        limits: RunLimits,
+        *,
+        more: bool,
+        code: str | None = None,
+        own: bool = True,
     ) -> SnippetResult:
-        """One run of the submission (or of ``code``, Python, e.g. a checker) on ``stdin``.
-        ``more``: other runs of this request follow."""
+        """One run of the submission (or of ``code``, Python: a driver around it, a checker)
+        on ``stdin``. ``more``: other runs of this request follow; ``own``: the run is the
+        submission's, with the request's files (a checker's is not)."""
+        io = {"files": self.files, "fetch": self.fetch, "fetch_bytes": self.fetch_bytes}
+        if not own:
+            io = {}
         if code is None and self.language.compiled:
             if self.sandbox is None or not self.compiled:
                 await self._compile()
             argv: tuple[str, ...] = self.language.run
-            job = Job(code="", stdin=stdin, limits=limits, argv=argv, more=more)
+            job = Job(code="", stdin=stdin, limits=limits, argv=argv, more=more, **io)
         elif code is None and self.language.source is not None:  # a script (bash)
             job = Job(
                 code=self.code,
@@ -165,10 +180,11 @@ class Runs:
                 argv=self.language.run,
                 source=self.language.source,
                 more=more,
+                **io,
             )
         else:
             text = self.code if code is None else code
-            job = Job(code=text, stdin=stdin, limits=limits, more=more)
+            job = Job(code=text, stdin=stdin, limits=limits, more=more, **io)
         return await self._job(job)
 
     async def close(self) -> None:

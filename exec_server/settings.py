@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     judge_max_work_seconds: float = Field(
         default=600.0, gt=0, description="Most time limits one /judge may add up to."
     )
+    max_files: int = Field(default=32, ge=0, description="Most files (and fetch_files).")
+    max_files_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=0, description="Input files' bytes in all (decoded)."
+    )
+    max_fetch_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=0, description="Fetched files' bytes in all, per run."
+    )
     result_cache: bool = Field(
         default=True, description='Requests may ask for a cached answer ("cache": true).'
     )

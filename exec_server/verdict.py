@@ -10,7 +10,7 @@ it turns a failing exit into ``memory_limit``, never a clean exit into anything.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .guest.protocol import KILLED_CPU, KILLED_OUTPUT, KILLED_WALL
 
@@ -63,6 +63,7 @@ class Observation:
     cpu_ms: float | None = None
     max_rss_kb: int | None = None
     installed: bool = False  # a compile run's output is kept as the program of later runs
+    files: dict[str, bytes] = field(default_factory=dict)  # the fetched files found
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class SnippetResult:
     duration_ms: float
     cpu_ms: float | None
     max_rss_kb: int | None
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 class NotAVerdict(Exception):
@@ -156,4 +158,5 @@ def decide(obs: Observation, limits: RunLimits) -> SnippetResult:
         duration_ms=obs.duration_ms,
         cpu_ms=obs.cpu_ms,
         max_rss_kb=obs.max_rss_kb,
+        files=obs.files,
     )

@@ -195,8 +195,10 @@ def test_run_code_accepts_what_sandbox_fusion_callers_send(
     assert r.status_code == 200 and r.json()["status"] == "Success", r.text
     req = fake.ran[-1][0]
     assert (req.language, req.timeout, req.memory_mb) == ("python", 3, None)
-    r = client.post("/run_code", json={**body, "files": {"a.txt": "eA=="}})
-    assert r.status_code == 422 and "'files' is not supported" in assert_error_shape(r)["detail"]
+    # files and fetch_files reach the engine (which writes and returns them in the sandbox)
+    r = client.post("/run_code", json={**body, "files": {"a.txt": "eA=="}, "fetch_files": ["o"]})
+    assert r.status_code == 200
+    assert (fake.ran[-1][0].files, fake.ran[-1][0].fetch_files) == ({"a.txt": "eA=="}, ["o"])
 
 
 @pytest.mark.parametrize("spelling", ["python", "Python", "python3", "PY", " py "])

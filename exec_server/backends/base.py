@@ -33,6 +33,9 @@ class Job:
     argv: tuple[str, ...] = ()  # exec this program instead of running ``code`` as Python
     source: str | None = None  # write ``code`` to this file of the working directory first
     install: str | None = None  # after a clean exit, keep this output file as the program
+    files: tuple[tuple[str, bytes], ...] = ()  # written into the working directory first
+    fetch: tuple[str, ...] = ()  # files of the working directory returned after the run
+    fetch_bytes: int = 0  # at most this many bytes of them in all
     more: bool = False  # more runs of the same request follow: the program and a one-shot
     # sandbox stay (the request ends with a run without ``more``, which removes the program)
 

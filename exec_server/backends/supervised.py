@@ -19,9 +19,12 @@ from typing import Any, Protocol
 from ..guest.protocol import (
     CLEANUP,
     ERRORS,
+    FILE_DATA,
+    FILE_NAME,
     OUTPUT,
     READY_MARKER,
     RESULT,
+    files_section,
     pop_frames,
     request,
     snippet_body,
@@ -155,14 +158,21 @@ class SupervisedSandbox:
             header.update(argv=list(job.argv), source=job.source, install=job.install)
         if job.more:
             header["keep"] = True
-        await self._send(request(header, snippet_body(job.code, job.stdin)))
+        body = snippet_body(job.code, job.stdin)
+        if job.files:
+            header["files"] = True
+            body += files_section(job.files)
+        if job.fetch:
+            header.update(fetch=list(job.fetch), fetch_cap=job.fetch_bytes)
+        await self._send(request(header, body))
         self.runs += 1
         self.holding = job.more
         cap = limits.output_bytes
         out = {OUTPUT: bytearray(), ERRORS: bytearray()}
+        files: dict[str, bytearray] = {}
         try:
             async with asyncio.timeout(limits.wall_seconds + REPORT_GRACE):
-                report = await self._read_until(RESULT, out, cap + 1)
+                report = await self._read_until(RESULT, out, cap + 1, files)
         except TimeoutError:
             self.broken = True
             raise SandboxError("the supervisor did not report in time") from None
@@ -196,6 +206,7 @@ class SupervisedSandbox:
                 cpu_ms=None if report["cpu_ms"] is None else float(report["cpu_ms"]),
                 max_rss_kb=None if report["max_rss_kb"] is None else int(report["max_rss_kb"]),
                 installed=bool(report.get("installed")),
+                files={name: bytes(data) for name, data in files.items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             self.broken = True
@@ -209,14 +220,26 @@ class SupervisedSandbox:
             raise SandboxError(f"sandbox not accepting code: {exc}") from exc
 
     async def _read_until(
-        self, wanted: int, out: dict[int, bytearray] | None = None, cap: int = 0
+        self,
+        wanted: int,
+        out: dict[int, bytearray] | None = None,
+        cap: int = 0,
+        files: dict[str, bytearray] | None = None,
     ) -> dict[str, Any]:
         """Read supervisor frames until one of kind ``wanted`` (JSON); output frames go to
-        ``out`` (each stream kept to ``cap`` bytes). Later frames stay buffered."""
+        ``out`` (each stream kept to ``cap`` bytes), fetched files to ``files``. Later frames
+        stay buffered."""
+        current: bytearray | None = None
         while True:
             for kind, data in pop_frames(self._frames):
                 if kind == wanted:
                     return json.loads(data)
+                if files is not None and kind == FILE_NAME:
+                    current = files.setdefault(data.decode("utf-8", "replace"), bytearray())
+                    continue
+                if files is not None and kind == FILE_DATA and current is not None:
+                    current += data
+                    continue
                 if out is None or kind not in out:
                     self.broken = True
                     raise SandboxError(f"unexpected supervisor frame of kind {kind}")

@@ -11,7 +11,7 @@ becomes its stdin. Nothing is ever written to the snippet's output streams on it
 import os
 import sys
 
-from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED
+from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED, read_files_section
 
 
 def _read_exact(fd, n):
@@ -86,14 +86,31 @@ def _exec_program(report, code, stdin, argv, source):
     os._exit(127)  # as a shell answers a command it cannot run
 
 
-def run(report, argv=None, source=None):
+def _write_files(files):
+    """The request's input files, in the working directory (the host checked their names)."""
+    for name, data in files:
+        folder = os.path.dirname(name)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.close(fd)
+
+
+def run(report, options=None):
     """Run the snippet on fd 0 and ``os._exit`` with its exit status; never returns.
 
-    ``report`` is the page shared with the supervisor (see ``protocol``). With ``argv`` the
-    program it names runs instead of the code (see ``_exec_program``)."""
+    ``report`` is the page shared with the supervisor (see ``protocol``). ``options`` (the
+    request's): ``files``, input files follow the body; ``argv``, the program it names runs
+    instead of the code, after writing the code to ``source`` (see ``_exec_program``)."""
+    options = options or {}
     code, stdin = read_body()
-    if argv:
-        _exec_program(report, code, stdin, argv, source)
+    if options.get("files"):
+        _write_files(read_files_section(lambda n: _read_exact(0, n)))
+    if options.get("argv"):
+        _exec_program(report, code, stdin, options["argv"], options.get("source"))
     _install_stdin(stdin)  # fd 0 is the snippet's from here on
     sys.argv = ["-c"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}

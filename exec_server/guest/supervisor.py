@@ -55,6 +55,8 @@ from . import runner
 from .protocol import (
     CLEANUP,
     ERRORS,
+    FILE_DATA,
+    FILE_NAME,
     KILLED_CPU,
     KILLED_OUTPUT,
     KILLED_WALL,
@@ -250,7 +252,7 @@ def _child(body_fd, out_w, err_w, go_r, config):
         os._exit(SETUP_FAILED)
     try:
         # os._exit()s with the snippet's status (or execs the program of a compile/exec run)
-        runner.run(_report, limits.get("argv"), limits.get("source"))
+        runner.run(_report, limits)
     except MemoryError:
         # The address-space limit left no room even for the runner's own work.
         _report[0], _report[1] = REPORT_STARTED, REPORT_MEMORY_ERROR
@@ -611,7 +613,7 @@ def _serve_one(header, child, config, exits, counters):
     ticks_at_start = _cpu_ticks([pid])  # the child's own set-up (it is alone: proven clean)
     started = time.monotonic()
     handed = {"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])}
-    handed.update((key, header[key]) for key in ("argv", "source") if header.get(key))
+    handed.update((key, header[key]) for key in ("argv", "source", "files") if header.get(key))
     child.hand_over(handed)
     killed_for, exited = None, False
     deadline = started + wall
@@ -662,10 +664,12 @@ def _serve_one(header, child, config, exits, counters):
         if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
             killed_for = KILLED_CPU
     oom_after = counters.oom_kills()
-    installed = False
+    installed, fetched = False, {}
     if header.get("install") and exit_code == 0 and killed_for is None and not strays:
         _install_program(header["install"], uid, int(config["gid"]))
         installed = True
+    if header.get("fetch"):
+        fetched = _fetch_files(header["fetch"], int(header["fetch_cap"]), run, uid, config)
     run.queue(
         frame(
             RESULT,
@@ -681,6 +685,7 @@ def _serve_one(header, child, config, exits, counters):
                     "max_rss_kb": usage.ru_maxrss,
                     "strays": len(strays),
                     "installed": installed,
+                    "fetched": fetched,
                 }
             ).encode(),
         )
@@ -722,6 +727,42 @@ def _install_program(name, uid, gid):
             os.close(target)
     finally:
         os.close(source)
+
+
+def _fetch_files(names, cap, run, uid, config):
+    """Send the run directory's files ``names`` to the host (FILE_NAME, then FILE_DATA frames
+    through the zeroed buffer, as output is), read with the sandbox uid's rights, ``cap``
+    bytes in all: {name: bytes sent, or None when it is not a regular file there}."""
+    sizes, left = {}, cap
+    view = memoryview(_buffer)
+    os.setegid(int(config["gid"]))
+    os.seteuid(uid)
+    try:
+        for name in names:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            try:
+                fd = os.open(os.path.join(RUN_DIR, name), flags)
+            except OSError:
+                sizes[name] = None
+                continue
+            try:
+                if not os.path.isfile(f"/proc/self/fd/{fd}"):
+                    sizes[name] = None
+                    continue
+                run.queue(frame(FILE_NAME, name.encode()))
+                sent = 0
+                while left > 0 and (n := os.readv(fd, [view[8 : 8 + min(CHUNK, left)]])):
+                    _dirty["buffer"] = max(_dirty["buffer"], 8 + n)
+                    view[0:8] = bytes((FILE_DATA, 0, 0, 0)) + n.to_bytes(4, "big")
+                    run.queue(view[: 8 + n])
+                    sent, left = sent + n, left - n
+                sizes[name] = sent
+            finally:
+                os.close(fd)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+    return sizes
 
 
 def _drop_programs():

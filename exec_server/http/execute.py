@@ -104,8 +104,6 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
     """SandboxFusion-compatible subset, so verl/SkyRL users can point at boxed. Fields it does
     not use (``compile_timeout``, ...) are accepted and ignored, as SandboxFusion callers send
     them."""
-    if req.files:
-        raise RequestError(422, "'files' is not supported; put the data in the code or stdin")
     memory = req.memory_limit_MB if req.memory_limit_MB and req.memory_limit_MB > 0 else None
     execute_req = validated(
         ExecuteRequest,
@@ -117,6 +115,8 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
             "memory_mb": memory,
             "compile_timeout": req.compile_timeout,
             "cache": req.cache,
+            "files": req.files,
+            "fetch_files": req.fetch_files,
         },
     )
     rid = request_id(request)
@@ -170,4 +170,5 @@ def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
         ),
         boxed_status=result.status,
         cached=result.cached,
+        files=result.files,
     )
