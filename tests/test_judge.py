@@ -6,13 +6,15 @@ data set) has its own file, tests/test_humaneval.py."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import running_service
+from exec_server.client import AsyncClient, Client
+from tests.conftest import free_port, running_service
 
 pytestmark = pytest.mark.docker
 
@@ -268,3 +270,41 @@ def test_cache_and_idempotent_retries(url: str) -> None:
                 )
             )
     assert answers[0]["tests"] == answers[1]["tests"] and answers[0]["verdict"] == "accepted"
+
+
+def test_the_clients_judge(url: str) -> None:
+    with Client(url) as client:
+        tests = [*SUM_TESTS[:2], {"input": "1 1", "expected_output": "3"}]
+        result = client.judge(SUM_CPP, tests, language="cpp", stop_on_first_failure=None)
+        assert (result.passed, result.total, result.accepted) == (2, 3, False)
+        assert result.pass_rate == pytest.approx(2 / 3) and result.first_failure == 2
+        assert client.execute("print(7)", language="python").stdout == "7\n"
+
+    async def judge_async() -> float:
+        async with AsyncClient(url) as client:
+            code = "def f(x):\n    return x * 2"
+            answer = await client.judge(code, [{"args": [3], "expected": 6}], fn_name="f")
+            return answer.pass_rate
+
+    assert asyncio.run(judge_async()) == 1.0
+
+
+def test_code_reward_example(url: str) -> None:
+    from examples.code_reward import make_code_reward
+
+    reward = make_code_reward("python", url=url)
+    tests = [
+        {"input": "2 3\n", "expected_output": "5\n"},
+        {"input": "7 8", "expected_output": "15"},
+    ]
+    completions = [
+        "Here:\n```python\na, b = map(int, input().split())\nprint(a + b)\n```",
+        "```python\na, b = map(int, input().split())\nprint(a * b if a == 7 else a + b)\n```",
+        [{"role": "assistant", "content": "```python\nprint(undefined)\n```"}],
+    ]
+    assert reward(completions=completions, tests=[tests] * 3) == [1.0, 0.5, 0.0]
+    calls = {"fn_name": "f", "tests": [{"args": [2], "expected": 4}]}
+    assert reward(completions=["def f(x):\n    return x * x"], tests=[calls]) == [1.0]
+    # a service that is not there: no reward, not a zero
+    down = Client(f"http://127.0.0.1:{free_port()}", max_attempts=1)
+    assert make_code_reward(client=down)(completions=completions[:1], tests=[tests]) == [None]
