@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import metrics
+from .backends.supervised import needs_preload
 from .executor import Executor, compile_info, resolve_limits
 from .files import encoded
 from .models import (
@@ -265,10 +266,13 @@ class Judging:
         self.req, self.kind, self.runs, self.marker = req, kind, runs, marker
         self.comparison = Comparison(req.comparison)
         self.tolerance = req.float_tolerance if self.comparison is Comparison.FLOAT else None
+        self.heavy = kind != "stdio" and needs_preload(req.code)  # the drivers hold it as text
 
     async def test(self, case: Case, more: bool) -> JudgeTestResult:
         checker = self.comparison is Comparison.CHECKER
-        result = await self.runs.run(case.stdin, case.limits, more=more or checker, code=case.code)
+        result = await self.runs.run(
+            case.stdin, case.limits, more=more or checker, code=case.code, heavy=self.heavy
+        )
         stdout = _text(result.stdout)
         own, tail = _split_marker(stdout, self.marker) if case.code else (stdout, None)
         if result.status is not Status.OK:
@@ -320,7 +324,10 @@ class Judging:
         code = CHECKER_DRIVER % {"checker": self.req.checker, "marker": self.marker}
         data = {"input": case.stdin, "expected": case.expected_output, "actual": stdout}
         limits = case.limits
-        checked = await self.runs.run(json.dumps(data), limits, more=more, code=code, own=False)
+        heavy = needs_preload(self.req.checker)
+        checked = await self.runs.run(
+            json.dumps(data), limits, more=more, code=code, own=False, heavy=heavy
+        )
         lines = _text(checked.stdout).split("\n")
         if f"{self.marker}loaded" not in lines:
             why = _text(checked.stderr)[-500:].strip() or checked.status

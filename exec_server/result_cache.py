@@ -181,4 +181,5 @@ class ResultCache:
             metrics.RESULT_CACHE.labels(route, stored).inc()
             return found.model_copy(update={"cached": True}), stored
         metrics.RESULT_CACHE.labels(route, "joined").inc()
-        return await asyncio.shield(found), "joined"
+        answer = await asyncio.shield(found)  # the run's own caller gets it uncopied
+        return answer.model_copy(update={"cached": True}), "joined"

@@ -160,10 +160,13 @@ class Runs:
         more: bool,
         code: str | None = None,
         own: bool = True,
+        heavy: bool = False,
     ) -> SnippetResult:
         """One run of the submission (or of ``code``, Python: a driver around it, a checker)
         on ``stdin``. ``more``: other runs of this request follow; ``own``: the run is the
-        submission's, with the request's files (a checker's is not)."""
+        submission's, with the request's files (a checker's is not); ``heavy``: ``code``
+        imports the preload modules where its syntax tree cannot show it (a driver holds the
+        submission as a string)."""
         io = {"files": self.files, "fetch": self.fetch, "fetch_bytes": self.fetch_bytes}
         if not own:
             io = {}
@@ -184,7 +187,7 @@ class Runs:
             )
         else:
             text = self.code if code is None else code
-            job = Job(code=text, stdin=stdin, limits=limits, more=more, **io)
+            job = Job(code=text, stdin=stdin, limits=limits, more=more, heavy=heavy, **io)
         return await self._job(job)
 
     async def close(self) -> None:

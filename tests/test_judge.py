@@ -210,6 +210,12 @@ def test_call_based(url: str) -> None:
     assert answer["tests"][1]["difference"]["actual"] == "-1"
 
 
+def test_call_based_with_a_preloaded_module(url: str) -> None:
+    code = "import numpy as np\ndef total(xs):\n    return int(np.sum(np.array(xs)))"
+    answer = judge(url, code, fn_name="total", tests=[{"args": [[1, 2, 3]], "expected": 6}])
+    assert answer["verdict"] == "accepted", answer
+
+
 def test_call_based_cannot_be_forged_by_printing(url: str) -> None:
     # without the per-request marker a printed "answer" is just output; exiting before the
     # function returns is no pass

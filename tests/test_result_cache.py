@@ -98,6 +98,7 @@ def test_same_request_id_replays_joins_or_refuses() -> None:
         gate.set()
         (a, how_a), (b, how_b) = await first, await second
         assert (how_a, how_b) == ("ran", "joined") and a.stdout == b.stdout == "ran"
+        assert not a.cached and b.cached  # the retry did not run the code
         again, how = await ask()  # later: the stored answer, timeout and all
         assert how == "replayed" and again.cached and again.status == "timeout"
         assert len(calls) == 1

@@ -151,7 +151,7 @@ class SupervisedSandbox:
             "wall": limits.wall_seconds,
             "cpu": limits.cpu_seconds,
             "memory_mb": self.memory_mb,
-            "heavy": self.preload and not job.argv and needs_preload(job.code),
+            "heavy": self.preload and not job.argv and (job.heavy or needs_preload(job.code)),
             "last": not self.reusable and not job.more,
         }
         if job.argv:

@@ -25,6 +25,12 @@ child that drops to the sandbox uid before it runs anything of the snippet's:
   (with the sandbox uid as its effective uid), and proves the container clean before the next
   child is forked.
 
+A request may name a program to exec instead of Python code (``argv``: a compiler, a script's
+interpreter, a compiled submission; ``runner.run``), with the same drop of privileges, limits
+and clean-up. After a compile request exits 0 the supervisor copies its output into
+``/box`` (``PROGRAM_DIR``, a tmpfs that allows exec, root's, mode 0755), where later runs can
+execute it but not replace it; a request without ``keep`` empties ``/box`` in its clean-up.
+
 The code and input never pass through the supervisor's memory (they are spliced from stdin into
 the child's memfd), and child output passes through one buffer that is zeroed after each run,
 so a later child, a copy of this process, finds no trace of an earlier snippet.

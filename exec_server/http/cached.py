@@ -59,6 +59,6 @@ async def answer(
         cache=wanted,
         cacheable=cacheable,
     )
-    if how == "hit" and hasattr(found, "request_id"):
+    if how in ("hit", "joined") and hasattr(found, "request_id"):
         found = found.model_copy(update={"request_id": request_id})
     return found
