@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import running_service
+from tests.runtimes import engine_for
 
 pytestmark = pytest.mark.docker
 
@@ -19,9 +20,11 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-@pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    with running_service(BOXED_POOL_SIZE="1", BOXED_QUEUE_TIMEOUT="60") as service:
+@pytest.fixture(scope="module", params=["runc", "runsc"])
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A service on each runtime (gVisor: a private engine, tests/runtimes.py)."""
+    engine = engine_for(request, request.param)
+    with running_service(engine, BOXED_POOL_SIZE="1", BOXED_QUEUE_TIMEOUT="60") as service:
         yield service.url
 
 

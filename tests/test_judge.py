@@ -15,6 +15,7 @@ import pytest
 
 from exec_server.client import AsyncClient, Client
 from tests.conftest import free_port, running_service
+from tests.runtimes import engine_for
 
 pytestmark = pytest.mark.docker
 
@@ -32,9 +33,11 @@ SUM_TESTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    with running_service(BOXED_POOL_SIZE="2", BOXED_QUEUE_TIMEOUT="60") as service:
+@pytest.fixture(scope="module", params=["runc", "runsc"])
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A service on each runtime (gVisor: a private engine, tests/runtimes.py)."""
+    engine = engine_for(request, request.param)
+    with running_service(engine, BOXED_POOL_SIZE="2", BOXED_QUEUE_TIMEOUT="60") as service:
         yield service.url
 
 

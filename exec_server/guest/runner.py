@@ -8,7 +8,9 @@ interpreter prints them, an uncaught exception exits 1 and ``sys.exit`` is honou
 becomes its stdin. Nothing is ever written to the snippet's output streams on its behalf.
 """
 
+import errno
 import os
+import resource
 import sys
 
 from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED, read_files_section
@@ -80,7 +82,16 @@ def _exec_program(report, code, stdin, argv, source):
     _install_stdin(stdin)
     report[0] = REPORT_STARTED
     try:
-        os.execv(argv[0], argv)
+        try:
+            os.execv(argv[0], argv)
+        except OSError as exc:
+            if exc.errno != errno.ENOMEM:
+                raise
+            # gVisor counts this process's own mappings against the new program's limit:
+            # exec within the hard limit (the interpreter's mappings plus the share)
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+            os.execv(argv[0], argv)
     except OSError as exc:
         os.write(2, f"boxed: cannot run {argv[0]}: {exc.strerror}\n".encode())
     os._exit(127)  # as a shell answers a command it cannot run

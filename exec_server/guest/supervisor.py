@@ -172,22 +172,24 @@ def _set_limits(limits, config):
     page = os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/statm") as f:
         mapped = int(f.read().split()[0]) * page
-    if limits.get("argv"):
-        mapped = 0  # an exec'd program leaves this interpreter's mappings behind
-    address_space = mapped + int(limits["memory_mb"]) * 1024 * 1024  # its own share on top
+    share = int(limits["memory_mb"]) * 1024 * 1024
+    address_space = mapped + share  # its own share on top
+    # An exec'd program leaves this interpreter's mappings behind: its soft limit is its share
+    # alone (the runner raises it to the hard one only where exec itself needs more: gVisor).
+    soft_space = share if limits.get("argv") else address_space
     cpu = math.ceil(float(limits["cpu"])) + 1  # a backstop: the supervisor stops it on time
     nproc = config.get("nproc")  # gVisor: its own kernel counts this sandbox's tasks alone
     if nproc:
         resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
     for which, soft, hard in (
-        (resource.RLIMIT_AS, address_space, address_space),
+        (resource.RLIMIT_AS, soft_space, address_space),
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU, then SIGKILL a second later
         (resource.RLIMIT_NOFILE, int(config["nofile"]), int(config["nofile"])),
         (resource.RLIMIT_FSIZE, int(config["fsize"]), int(config["fsize"])),
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_MSGQUEUE, 0, 0),
         # an exec'd program's stack may use its whole memory limit (deep recursion in C++)
-        *([(resource.RLIMIT_STACK, address_space, address_space)] if limits.get("argv") else []),
+        *([(resource.RLIMIT_STACK, share, share)] if limits.get("argv") else []),
     ):
         ceiling = resource.getrlimit(which)[1]
         if ceiling != resource.RLIM_INFINITY:
