@@ -34,6 +34,7 @@ from .models import (
     ExecuteRequest,
     JudgeRequest,
     JudgeResponse,
+    JudgeTest,
     JudgeTestResult,
 )
 from .output_compare import Comparison, compare, values_agree
@@ -160,54 +161,41 @@ def _kind(req: JudgeRequest) -> str:
     return kind
 
 
+def _driver(kind: str, req: JudgeRequest, test: JudgeTest, marker: str) -> str | None:
+    """The Python program a test runs (None: the submission itself, on the test's stdin)."""
+    if kind == "script":
+        fields = {"test": req.test_script, "entry": req.entry_point}
+        return SCRIPT_DRIVER % {"code": req.code, "marker": marker, **fields}
+    if kind == "call":
+        fields = {"name": req.fn_name, "args": json.dumps(test.args)}
+        return CALL_DRIVER % {"code": req.code, "marker": marker, **fields}
+    return None
+
+
 def plan(req: JudgeRequest, settings: Settings, marker: str) -> tuple[str, list[Case]]:
     """The tests as they will run, with every cap enforced (413: too large, 422: too much)."""
     kind = _kind(req)
-    tests = req.tests if kind != "script" else [None]
+    tests = req.tests if kind != "script" else [JudgeTest()]  # a script is one test
     if len(tests) > settings.judge_max_tests:
         raise RequestError(422, f"{len(tests)} tests; the maximum is {settings.judge_max_tests}")
     cases, work = [], 0.0
     for index, test in enumerate(tests):
-        size = 0 if test is None else sum(
-            _size(v) for v in (test.input, test.expected_output, test.args, test.expected)
-            if v is not None
-        )  # fmt: skip
+        parts = (test.input, test.expected_output, test.args, test.expected)
+        size = sum(_size(v) for v in parts if v is not None)
         if size > settings.judge_max_test_bytes:
             raise RequestError(
                 413,
                 f"test {index} is {size} bytes; the maximum is {settings.judge_max_test_bytes}",
             )
-        fields = {"code": req.code, "language": req.language}
+        fields: dict[str, Any] = {"code": req.code, "language": req.language}
         for name in ("timeout", "cpu_timeout", "memory_mb"):
-            value = getattr(test, name, None) if test is not None else None
-            fields[name] = value if value is not None else getattr(req, name)
+            own = getattr(test, name)
+            fields[name] = own if own is not None else getattr(req, name)
         limits = resolve_limits(ExecuteRequest(**fields), settings)
         work += limits.wall_seconds * (2 if req.comparison == "checker" else 1)
-        code: str | None = None
-        if kind == "script":
-            code = SCRIPT_DRIVER % {
-                "code": req.code,
-                "test": req.test_script,
-                "entry": req.entry_point,
-                "marker": marker,
-            }
-        if kind == "call":
-            code = CALL_DRIVER % {
-                "code": req.code,
-                "name": req.fn_name,
-                "args": json.dumps(test.args),
-                "marker": marker,
-            }
-        cases.append(
-            Case(
-                index,
-                test.input if test is not None and kind == "stdio" else "",
-                code,
-                limits,
-                expected_output=test.expected_output if test is not None else None,
-                expected=test.expected if test is not None else None,
-            )
-        )
+        stdin = test.input if kind == "stdio" else ""
+        code = _driver(kind, req, test, marker)
+        cases.append(Case(index, stdin, code, limits, test.expected_output, test.expected))
     if work > settings.judge_max_work_seconds:
         raise RequestError(
             422,
