@@ -10,9 +10,10 @@ from fastapi import FastAPI
 
 from . import __version__
 from .executor import Executor
-from .http import docs, errors, execute, probes, scoring, sessions, tools
+from .http import docs, errors, execute, judge, probes, scoring, sessions, tools
 from .http_limits import BodySizeLimit
 from .models import ErrorResponse
+from .result_cache import ResultCache
 from .settings import Settings, get_settings
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -55,8 +56,13 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.result_cache = ResultCache(
+        settings.result_cache_entries,
+        settings.result_cache_mb * 1024 * 1024,
+        settings.result_cache_ttl,
+    )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     errors.install(app)
-    for module in (execute, sessions, scoring, tools, probes, docs):
+    for module in (execute, judge, sessions, scoring, tools, probes, docs):
         app.include_router(module.router)
     return app

@@ -35,6 +35,7 @@ from exec_server.models import (
     CalculateResponse,
     ExecuteRequest,
     ExecuteResponse,
+    JudgeResponse,
     SessionExecuteResponse,
     SessionInfo,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "Client",
     "ExecuteItem",
     "ExecuteResult",
+    "JudgeResult",
     "ScoreBatch",
     "ScoreResult",
     "Session",
@@ -164,6 +166,27 @@ class SessionResult(SessionExecuteResponse):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+class JudgeResult(JudgeResponse):
+    """``POST /judge``'s answer, with the share of tests passed (the usual code-RL reward)."""
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == "accepted"
+
+    @property
+    def pass_rate(self) -> float:
+        """``passed / total`` (a compile error passes none)."""
+        return self.passed / self.total if self.total else 0.0
+
+
+def _judge_body(
+    code: str, tests: Sequence[Mapping[str, Any]] | None, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "tests": [dict(t) for t in tests or []]}
+    body.update((k, v) for k, v in options.items() if v is not None)
+    return body
 
 
 class CalculateResult(CalculateResponse):
@@ -351,6 +374,17 @@ class _Base:
         if not isinstance(timeout, int | float):
             return self.read_timeout
         return max(self.read_timeout, timeout + self.read_margin)
+
+    def _judge_read_timeout(self, body: Mapping[str, Any]) -> float:
+        """Long enough for every test (and its checker) to use its whole time limit, after
+        the longest compile step."""
+        default = body.get("timeout")
+        default = default if isinstance(default, int | float) else 5.0
+        tests = body.get("tests") or [{}]
+        per_test = [t.get("timeout") or default for t in tests]
+        factor = 2 if body.get("comparison") == "checker" else 1
+        work = sum(per_test) * factor + len(per_test) + (body.get("compile_timeout") or 60)
+        return max(self.read_timeout, work + self.read_margin)
 
     def _score_read_timeout(self, body: Mapping[str, Any], n: int) -> float:
         """Long enough for every answer check of the request to use its whole time limit."""
@@ -605,16 +639,45 @@ class Client(_Base):
         input: str = "",
         timeout: float | None = None,
         memory_mb: int | None = None,
+        *,
+        language: str | None = None,
+        cache: bool | None = None,
     ) -> ExecuteResult:
-        """Run one snippet. Limits left as ``None`` take the server's defaults."""
+        """Run one snippet (``language``: python, c, cpp, bash). Limits left as ``None`` take
+        the server's defaults."""
         body = _execute_body(
-            {"code": code, "input": input, "timeout": timeout, "memory_mb": memory_mb}
+            {
+                "code": code,
+                "input": input,
+                "timeout": timeout,
+                "memory_mb": memory_mb,
+                "language": language,
+                "cache": cache,
+            }
         )
         return self._execute_body(body)
 
     def _execute_body(self, body: dict[str, Any]) -> ExecuteResult:
         data = self._request("POST", "/execute", body, self._exec_read_timeout(body))
         return ExecuteResult.model_validate(data)
+
+    def judge(
+        self,
+        code: str,
+        tests: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        language: str = "python",
+        **options: Any,
+    ) -> JudgeResult:
+        """Judge a submission against its tests (``POST /judge``; docs/judging.md): ``tests``
+        as ``[{"input", "expected_output"}]``, or ``[{"args", "expected"}]`` with
+        ``fn_name=``, or none with ``test_script=``. ``options`` are the request's other
+        fields (``comparison``, ``checker``, ``timeout``, ``stop_on_first_failure``,
+        ``cache``...); ``None`` ones are left out. Retries (same ``X-Request-ID``) join the
+        run in flight or get its stored answer instead of judging again."""
+        body = _judge_body(code, tests, {"language": language, **options})
+        data = self._request("POST", "/judge", body, self._judge_read_timeout(body))
+        return JudgeResult.model_validate(data)
 
     @overload
     def execute_many(
@@ -883,16 +946,39 @@ class AsyncClient(_Base):
         input: str = "",
         timeout: float | None = None,
         memory_mb: int | None = None,
+        *,
+        language: str | None = None,
+        cache: bool | None = None,
     ) -> ExecuteResult:
-        """Run one snippet. Limits left as ``None`` take the server's defaults."""
+        """Run one snippet; see :meth:`Client.execute`."""
         body = _execute_body(
-            {"code": code, "input": input, "timeout": timeout, "memory_mb": memory_mb}
+            {
+                "code": code,
+                "input": input,
+                "timeout": timeout,
+                "memory_mb": memory_mb,
+                "language": language,
+                "cache": cache,
+            }
         )
         return await self._execute_body(body)
 
     async def _execute_body(self, body: dict[str, Any]) -> ExecuteResult:
         data = await self._request("POST", "/execute", body, self._exec_read_timeout(body))
         return ExecuteResult.model_validate(data)
+
+    async def judge(
+        self,
+        code: str,
+        tests: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        language: str = "python",
+        **options: Any,
+    ) -> JudgeResult:
+        """Judge a submission against its tests; see :meth:`Client.judge`."""
+        body = _judge_body(code, tests, {"language": language, **options})
+        data = await self._request("POST", "/judge", body, self._judge_read_timeout(body))
+        return JudgeResult.model_validate(data)
 
     @overload
     async def execute_many(

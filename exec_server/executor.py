@@ -13,31 +13,21 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from . import metrics
+from . import languages, metrics
 from .admission import Admission, Overloaded
-from .backends import SandboxBackend, SandboxError, create_backend
-from .backends.base import BackendHealth, Job
-from .models import ExecuteRequest, ExecuteResponse, Truncated
+from .backends import SandboxBackend, create_backend
+from .backends.base import BackendHealth
+from .files import encoded, fetch_names, input_files
+from .models import CompileResult, ExecuteRequest, ExecuteResponse, Truncated
 from .pool import WarmPool
+from .request_errors import RequestError, ServiceUnavailable
+from .runs import CompileFailed, Runs
 from .settings import MIN_MEMORY_MB, Isolation, Settings
-from .verdict import Limit, NotAVerdict, RunLimits, SnippetResult, Status, decide
+from .verdict import Limit, RunLimits, SnippetResult, Status
 
 log = logging.getLogger("boxed.executor")
 
 __all__ = ["Executor", "Overloaded", "RequestError", "ServiceUnavailable", "resolve_limits"]
-
-
-class RequestError(Exception):
-    """The caller asked for something invalid (HTTP 4xx)."""
-
-    def __init__(self, status_code: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status_code = status_code
-        self.detail = detail
-
-
-class ServiceUnavailable(Exception):
-    """The service cannot run code right now (HTTP 503 with Retry-After)."""
 
 
 def resolve_limits(req: ExecuteRequest, settings: Settings) -> RunLimits:
@@ -77,8 +67,61 @@ def resolve_limits(req: ExecuteRequest, settings: Settings) -> RunLimits:
     )
 
 
+def resolve_compile_limits(timeout: float | None, settings: Settings) -> RunLimits:
+    """The compile step's limits: its own time (CPU as wall) and memory, the output cap."""
+    seconds = timeout if timeout is not None else settings.compile_timeout_default
+    if seconds > settings.compile_timeout_max:
+        raise RequestError(
+            422,
+            f"compile_timeout {seconds:g} s exceeds the maximum {settings.compile_timeout_max:g} s",
+        )
+    return RunLimits(
+        wall_seconds=seconds,
+        cpu_seconds=seconds,
+        memory_mb=settings.compile_memory_mb,
+        output_bytes=settings.output_max_bytes,
+    )
+
+
 def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
+
+
+def compile_info(result: SnippetResult) -> CompileResult:
+    """The compile step as answered (its status: ``ok``, or how the compiler failed)."""
+    message = _text(result.stdout) + _text(result.stderr)
+    if result.reason:
+        message += f"{'' if not message or message.endswith(chr(10)) else chr(10)}"
+        message += f"boxed: compilation stopped: {result.reason}"
+    return CompileResult(
+        status=result.status,
+        exit_code=result.exit_code,
+        stdout=_text(result.stdout),
+        stderr=_text(result.stderr),
+        message=message,
+        duration_ms=result.duration_ms,
+        cpu_ms=result.cpu_ms,
+        peak_memory_kb=result.max_rss_kb,
+        reason=result.reason,
+    )
+
+
+def compile_error_response(compiled: SnippetResult, request_id: str) -> ExecuteResponse:
+    """``compile_error``: the program never ran; ``error`` holds the compiler's message."""
+    info = compile_info(compiled)
+    return ExecuteResponse(
+        status=Status.COMPILE_ERROR,
+        exit_code=None,
+        stdout="",
+        stderr="",
+        output="",
+        error=info.message,
+        truncated=Truncated(),
+        duration_ms=0.0,
+        request_id=request_id,
+        reason="compilation failed",
+        compile=info,
+    )
 
 
 def to_response(result: SnippetResult, request_id: str) -> ExecuteResponse:
@@ -103,6 +146,7 @@ def to_response(result: SnippetResult, request_id: str) -> ExecuteResponse:
         reason=result.reason,
         cpu_ms=result.cpu_ms,
         peak_memory_kb=result.max_rss_kb,
+        files=encoded(result.files),
     )
 
 
@@ -257,13 +301,50 @@ class Executor:
         return self.health.ok and self.pool.is_warm()
 
     # -- running -------------------------------------------------------------------------
-    async def execute(self, req: ExecuteRequest, request_id: str) -> ExecuteResponse:
-        limits = resolve_limits(req, self.settings)
+    def runs(
+        self,
+        isolation: Isolation | None,
+        language: str,
+        code: str,
+        compile_timeout: float | None,
+        files: dict[str, str] | None = None,
+        fetch_files: list[str] | None = None,
+    ) -> Runs:
+        """The runs of one request (``async with``), on the pool of its isolation mode; the
+        request's files checked (4xx) before anything runs."""
+        lang = languages.get(language)
+        return Runs(
+            self.pools.get(isolation or self.settings.isolation, self.pool),
+            self.running_ids,
+            language=lang,
+            code=code,
+            compile_limits=resolve_compile_limits(compile_timeout, self.settings)
+            if lang.compiled
+            else None,
+            sandbox_wait=self.settings.sandbox_wait,
+            files=input_files(files or {}, self.settings),
+            fetch=fetch_names(fetch_files or [], self.settings),
+            fetch_bytes=self.settings.max_fetch_bytes,
+        )
+
+    def check_available(self) -> None:
         if not self.health.ok:
             raise ServiceUnavailable(self.health.problem or "sandbox backend unavailable")
+
+    async def execute(self, req: ExecuteRequest, request_id: str) -> ExecuteResponse:
+        limits = resolve_limits(req, self.settings)
+        runs = self.runs(
+            req.isolation, req.language, req.code, req.compile_timeout, req.files, req.fetch_files
+        )
+        self.check_available()
         started = time.monotonic()
         async with self.admission.slot():
-            result = await self._run_once(req, limits)
+            async with runs:
+                try:
+                    compiled = await runs.prepare()
+                except CompileFailed as failed:
+                    return compile_error_response(failed.result, request_id)
+                result = await runs.run(req.input, limits, more=False)
             metrics.QUEUE_SECONDS.observe(time.monotonic() - started - result.duration_ms / 1000)
         metrics.RUN_SECONDS.observe(result.duration_ms / 1000)
         metrics.TOTAL_SECONDS.observe(time.monotonic() - started)
@@ -273,30 +354,7 @@ class Executor:
             metrics.TIMEOUTS.labels(result.limit.value).inc()
         elif result.limit is Limit.MEMORY:
             metrics.OOM_KILLS.inc()
-        return to_response(result, request_id)
-
-    async def _run_once(self, req: ExecuteRequest, limits: RunLimits) -> SnippetResult:
-        pool = self.pools.get(req.isolation or self.settings.isolation, self.pool)
-        try:
-            sandbox = await pool.acquire(self.settings.sandbox_wait)
-        except TimeoutError:
-            reason = pool.last_error or "no sandbox became ready in time"
-            raise ServiceUnavailable(f"no sandbox available: {reason}") from None
-        self.running_ids.add(sandbox.id)
-        result: SnippetResult | None = None
-        try:
-            if sandbox.memory_mb != limits.memory_mb:
-                await sandbox.resize(limits.memory_mb)
-            observation = await sandbox.run(Job(code=req.code, stdin=req.input, limits=limits))
-            result = decide(observation, limits)
-            return result
-        except (SandboxError, NotAVerdict) as exc:
-            metrics.SANDBOX_ERRORS.inc()
-            raise ServiceUnavailable(str(exc)) from exc
-        except Exception as exc:  # anything else from the backend is still not a verdict
-            log.exception("unexpected sandbox failure")
-            metrics.SANDBOX_ERRORS.inc()
-            raise ServiceUnavailable(f"sandbox failure: {exc!r}") from exc
-        finally:
-            self.running_ids.discard(sandbox.id)
-            pool.release(sandbox, result)
+        response = to_response(result, request_id)
+        if compiled is not None:
+            response.compile = compile_info(compiled)
+        return response

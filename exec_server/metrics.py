@@ -41,3 +41,10 @@ SESSIONS_LOST = Counter(
     "Sessions whose interpreter a call ended or a limit killed, by verdict.",
     ["status"],
 )
+JUDGE_TESTS = Counter("boxed_judge_tests_total", "Tests judged, by status.", ["status"])
+RESULT_CACHE = Counter(
+    "boxed_result_cache_total",
+    "Answers by how they were had: ran, hit (cache), joined (in flight), replayed (same id).",
+    ["route", "outcome"],
+)
+RESULT_CACHE_ENTRIES = Gauge("boxed_result_cache_entries", "Answers kept in the result cache.")

@@ -17,11 +17,25 @@ from pydantic_core import PydanticCustomError
 from scorer.api import ScoreBatchResponse
 from scorer.row import GradedRow as ScoreRow
 
+from .languages import SPELLINGS as LANGUAGES
+from .languages import normalize
 from .settings import Isolation
 from .verdict import Limit, Status
 
-LANGUAGES = {"python": "python", "python3": "python", "py": "python"}
-"""Accepted spellings (any case) of each supported language, to its one name."""
+
+def language_name(value: str) -> str:
+    """The one name of a language spelling; a clear error naming the supported ones."""
+    name = normalize(value)
+    if name is None:
+        supported = ", ".join(sorted(set(LANGUAGES.values())))
+        aliases = ", ".join(a for a in LANGUAGES if a not in LANGUAGES.values())
+        raise PydanticCustomError(
+            "language",
+            "{language} is not supported; supported: {supported} "
+            "(also written {aliases}, any case)",
+            {"language": repr(value), "supported": supported, "aliases": aliases},
+        )
+    return name
 
 
 class ExecuteRequest(BaseModel):
@@ -33,7 +47,8 @@ class ExecuteRequest(BaseModel):
     code: str = Field(min_length=1, description="Source code to run.")
     input: str = Field(default="", alias="stdin", description="Bytes fed to the program's stdin.")
     language: str = Field(
-        default="python", description="'python' (also 'python3', 'py', any case)."
+        default="python",
+        description="'python', 'c', 'cpp' or 'bash' (aliases in GET /languages, any case).",
     )
     timeout: float | None = Field(default=None, gt=0, description="Wall-clock limit in seconds.")
     cpu_timeout: float | None = Field(
@@ -45,27 +60,43 @@ class ExecuteRequest(BaseModel):
     isolation: Isolation | None = Field(
         default=None, description="Ask for 'container' (stricter) when the server runs 'process'."
     )
+    cache: bool = Field(
+        default=False, description="Answer a stored result of the same request (docs/judging.md)."
+    )
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Input files: relative name -> base64 content."
+    )
+    fetch_files: list[str] = Field(
+        default_factory=list, description="Files of the working directory to return after."
+    )
+    compile_timeout: float | None = Field(
+        default=None, gt=0, description="Seconds for the compile step (c, cpp)."
+    )
 
     @field_validator("language")
     @classmethod
     def _one_name_per_language(cls, value: str) -> str:
         """Normalize the aliases here, so the engine only ever sees a supported name."""
-        name = LANGUAGES.get(value.strip().lower())
-        if name is None:
-            supported = ", ".join(sorted(set(LANGUAGES.values())))
-            aliases = ", ".join(a for a in LANGUAGES if a not in LANGUAGES.values())
-            raise PydanticCustomError(
-                "language",
-                "{language} is not supported; supported: {supported} "
-                "(also written {aliases}, any case)",
-                {"language": repr(value), "supported": supported, "aliases": aliases},
-            )
-        return name
+        return language_name(value)
 
 
 class Truncated(BaseModel):
     stdout: bool = False
     stderr: bool = False
+
+
+class CompileResult(BaseModel):
+    """The compile step of a compiled language (its output stays in the sandbox)."""
+
+    status: Status = Field(description="'ok', or how the compiler ended (error, timeout...).")
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    message: str = Field(description="The compiler's output, with the limit's reason if any.")
+    duration_ms: float
+    cpu_ms: float | None = None
+    peak_memory_kb: int | None = None
+    reason: str | None = None
 
 
 class ExecuteResponse(BaseModel):
@@ -86,6 +117,13 @@ class ExecuteResponse(BaseModel):
     cpu_ms: float | None = Field(default=None, description="CPU time of its processes.")
     peak_memory_kb: int | None = Field(
         default=None, description="Peak resident memory of its main process."
+    )
+    compile: CompileResult | None = Field(
+        default=None, description="The compile step (c, cpp); status compile_error if it failed."
+    )
+    cached: bool = Field(default=False, description="A stored answer: the code did not run now.")
+    files: dict[str, str] = Field(
+        default_factory=dict, description="The fetch_files found: name -> base64 content."
     )
 
 
@@ -207,8 +245,11 @@ class RunCodeRequest(BaseModel):
     language: str = "python"
     stdin: str | None = ""
     run_timeout: float | None = Field(default=None, gt=0, description="Seconds.")
+    compile_timeout: float | None = Field(default=None, gt=0, description="Seconds (c, cpp).")
     memory_limit_MB: int | None = Field(default=None, description="-1 or absent: the default.")
-    files: dict[str, Any] = Field(default_factory=dict, description="Not supported; must be empty.")
+    files: dict[str, Any] = Field(default_factory=dict, description="name -> base64 content.")
+    fetch_files: list[str] = Field(default_factory=list, description="Files to return after.")
+    cache: bool = Field(default=False, description="boxed's own: answer a stored result.")
 
 
 class RunResult(BaseModel):
@@ -222,11 +263,12 @@ class RunResult(BaseModel):
 class RunCodeResponse(BaseModel):
     status: Literal["Success", "Failed", "SandboxError"]
     message: str
-    compile_result: None = None
+    compile_result: RunResult | None = None
     run_result: RunResult | None
     executor_pod_name: str | None = None
     files: dict[str, str] = Field(default_factory=dict)
     boxed_status: Status = Field(description="boxed's own verdict for the snippet.")
+    cached: bool = Field(default=False, description="boxed's own: a stored answer.")
 
 
 class ScoreRequest(BaseModel):
@@ -261,6 +303,118 @@ class ScoreBatchRequest(BaseModel):
     )
 
 
+class JudgeTest(BaseModel):
+    """One test: ``input``/``expected_output`` (stdin/stdout) or ``args``/``expected`` (a call
+    of ``fn_name``), with optional limits of its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: str = Field(default="", description="The program's stdin.")
+    expected_output: str | None = Field(default=None, description="Its expected stdout.")
+    args: list[Any] | None = Field(default=None, description="Arguments of fn_name (JSON).")
+    expected: Any = Field(default=None, description="fn_name's expected return value (JSON).")
+    timeout: float | None = Field(default=None, gt=0, description="This test's wall limit.")
+    cpu_timeout: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0)
+
+
+class JudgeRequest(BaseModel):
+    """A submission and its tests (docs/judging.md): stdin/stdout tests, call-based tests
+    (``fn_name``, Python), or one ``test_script`` run after the code in its interpreter."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(min_length=1)
+    language: str = "python"
+    tests: list[JudgeTest] = Field(default_factory=list)
+    fn_name: str | None = Field(default=None, description="Call-based tests: the function.")
+    test_script: str | None = Field(
+        default=None, description="Python run after the code (HumanEval's check); passes on exit 0."
+    )
+    entry_point: str | None = Field(
+        default=None, description="With test_script: call check(<entry_point>) after it."
+    )
+    comparison: Literal["exact", "whitespace", "float", "lines", "checker"] = "whitespace"
+    float_tolerance: float = Field(default=1e-6, ge=0)
+    checker: str | None = Field(
+        default=None,
+        description="comparison 'checker': Python defining check(input, expected, actual) "
+        "-> bool or (bool, message); run in the sandbox apart from the submission.",
+    )
+    timeout: float | None = Field(default=None, gt=0, description="Per-test wall limit.")
+    cpu_timeout: float | None = Field(default=None, gt=0, description="Per-test CPU limit.")
+    memory_mb: int | None = Field(default=None, gt=0, description="Per-test memory limit.")
+    compile_timeout: float | None = Field(default=None, gt=0)
+    stop_on_first_failure: bool = False
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Input files of every test: name -> base64."
+    )
+    fetch_files: list[str] = Field(
+        default_factory=list, description="Files returned after each test's run."
+    )
+    isolation: Isolation | None = None
+    cache: bool = Field(default=False, description="Answer a stored result of the same request.")
+
+    @field_validator("language")
+    @classmethod
+    def _one_name_per_language(cls, value: str) -> str:
+        return language_name(value)
+
+
+class Difference(BaseModel):
+    line: int = Field(description="1-based line of the actual output.")
+    column: int
+    expected: str
+    actual: str
+    note: str | None = None
+
+
+class JudgeTestResult(BaseModel):
+    index: int
+    status: str = Field(
+        description="accepted, wrong_answer, runtime_error, timeout, memory_limit, output_limit."
+    )
+    exit_code: int | None
+    duration_ms: float
+    cpu_ms: float | None
+    peak_memory_kb: int | None
+    stdout: str = Field(description="The program's output, cut to a short excerpt.")
+    stderr: str = Field(description="Its stderr, cut to a short excerpt.")
+    truncated: bool = Field(description="stdout or stderr was cut (here or by the output cap).")
+    difference: Difference | None = None
+    message: str | None = Field(default=None, description="A limit's reason, a checker's note.")
+    files: dict[str, str] = Field(default_factory=dict, description="fetch_files found (base64).")
+
+
+class JudgeResponse(BaseModel):
+    verdict: str = Field(
+        description="accepted, or the first failing test's status, or compile_error."
+    )
+    passed: int
+    total: int
+    first_failure: int | None = Field(description="Index of the first failing test.")
+    compile: CompileResult | None = None
+    tests: list[JudgeTestResult] = Field(description="The tests run, in order.")
+    duration_ms: float
+    request_id: str
+    cached: bool = False
+
+
+class LanguageInfo(BaseModel):
+    """One language of ``GET /languages``."""
+
+    name: str
+    aliases: list[str]
+    version: str
+    source_file: str | None = Field(description="The file the code is written to, if any.")
+    compile_command: str | None = Field(description="Run in the sandbox; None: not compiled.")
+    run_command: str
+
+
+class LanguagesResponse(BaseModel):
+    languages: list[LanguageInfo]
+
+
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
@@ -276,6 +430,7 @@ class Readiness(BaseModel):
 __all__ = [
     "CalculateRequest",
     "CalculateResponse",
+    "CompileResult",
     "ErrorResponse",
     "ExecuteBatchItemError",
     "ExecuteBatchRequest",
@@ -285,6 +440,12 @@ __all__ = [
     "FieldError",
     "Health",
     "ItemError",
+    "JudgeRequest",
+    "JudgeResponse",
+    "JudgeTest",
+    "JudgeTestResult",
+    "LanguageInfo",
+    "LanguagesResponse",
     "Readiness",
     "RunCodeRequest",
     "RunCodeResponse",

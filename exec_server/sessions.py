@@ -137,6 +137,26 @@ def lost_reason(result: SnippetResult) -> str:
     return f"the interpreter exited with code {result.exit_code}"
 
 
+def refuse_one_shot_fields(req: ExecuteRequest) -> None:
+    """A session is one Python interpreter: fields that only a one-shot run can honour are a
+    422, never silently ignored (C code run as Python, files that never arrive)."""
+    if req.language != "python":
+        raise RequestError(422, f"sessions run Python only, not {req.language!r}")
+    unusable = [
+        name
+        for name, given in (
+            ("files", bool(req.files)),
+            ("fetch_files", bool(req.fetch_files)),
+            ("cache", req.cache),
+            ("compile_timeout", req.compile_timeout is not None),
+            ("isolation", req.isolation is not None),
+        )
+        if given
+    ]
+    if unusable:
+        raise RequestError(422, f"not accepted in a session: {', '.join(unusable)}")
+
+
 class SessionManager:
     """Every open session of the service, its limits and its expiry."""
 
@@ -247,6 +267,7 @@ class SessionManager:
     async def execute(
         self, session_id: str, req: ExecuteRequest, request_id: str
     ) -> SessionExecuteResponse:
+        refuse_one_shot_fields(req)
         session = self._find(session_id)
         await self._take_turn(session)
         try:

@@ -49,6 +49,33 @@ class Settings(BaseSettings):
     memory_mb_default: int = Field(default=256, ge=MIN_MEMORY_MB)
     memory_mb_max: int = Field(default=2048, ge=MIN_MEMORY_MB)
     output_max_bytes: int = Field(default=64 * 1024, ge=1024, description="Cap per stream.")
+    compile_timeout_default: float = Field(
+        default=15.0, gt=0, description="Wall-clock (and CPU) limit of a compile step."
+    )
+    compile_timeout_max: float = Field(default=60.0, gt=0)
+    compile_memory_mb: int = Field(
+        default=1024, ge=MIN_MEMORY_MB, description="Memory limit of each compiler process."
+    )
+    judge_max_tests: int = Field(default=512, ge=1, description="Most tests in one /judge.")
+    judge_max_test_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="Largest test (input and expected, bytes)."
+    )
+    judge_max_work_seconds: float = Field(
+        default=600.0, gt=0, description="Most time limits one /judge may add up to."
+    )
+    max_files: int = Field(default=32, ge=0, description="Most files (and fetch_files).")
+    max_files_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=0, description="Input files' bytes in all (decoded)."
+    )
+    max_fetch_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=0, description="Fetched files' bytes in all, per run."
+    )
+    result_cache: bool = Field(
+        default=True, description='Requests may ask for a cached answer ("cache": true).'
+    )
+    result_cache_entries: int = Field(default=4096, ge=1, description="Answers kept at most.")
+    result_cache_mb: int = Field(default=256, ge=1, description="Memory the answers may take.")
+    result_cache_ttl: float = Field(default=3600.0, gt=0, description="Seconds an answer is kept.")
     pids_limit: int = Field(default=64, ge=8)
     cpus: float = Field(default=1.0, gt=0, description="CPU quota of one sandbox.")
     tmpfs_mb: int = Field(default=64, ge=1, description="Size of the sandbox's /tmp.")
@@ -143,6 +170,10 @@ class Settings(BaseSettings):
             raise ValueError("BOXED_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
         if self.memory_mb_default > self.memory_mb_max:
             raise ValueError("BOXED_MEMORY_MB_DEFAULT exceeds BOXED_MEMORY_MB_MAX")
+        if self.compile_timeout_default > self.compile_timeout_max:
+            raise ValueError("BOXED_COMPILE_TIMEOUT_DEFAULT exceeds BOXED_COMPILE_TIMEOUT_MAX")
+        if self.compile_memory_mb > self.memory_mb_max:
+            raise ValueError("BOXED_COMPILE_MEMORY_MB exceeds BOXED_MEMORY_MB_MAX")
         if self.cpu_timeout_default is not None and self.cpu_timeout_default > self.timeout_max:
             raise ValueError("BOXED_CPU_TIMEOUT_DEFAULT exceeds BOXED_TIMEOUT_MAX")
         if self.session_idle_timeout_default > self.session_idle_timeout_max:

@@ -10,7 +10,7 @@ it turns a failing exit into ``memory_limit``, never a clean exit into anything.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .guest.protocol import KILLED_CPU, KILLED_OUTPUT, KILLED_WALL
 
@@ -23,6 +23,8 @@ class Status(enum.StrEnum):
     TIMEOUT = "timeout"
     MEMORY_LIMIT = "memory_limit"
     OUTPUT_LIMIT = "output_limit"
+    COMPILE_ERROR = "compile_error"  # never from ``decide``: the compile step failed (the
+    # compiler's own exit, limit or message), so the program never ran
 
 
 class Limit(enum.StrEnum):
@@ -60,6 +62,8 @@ class Observation:
     duration_ms: float
     cpu_ms: float | None = None
     max_rss_kb: int | None = None
+    installed: bool = False  # a compile run's output is kept as the program of later runs
+    files: dict[str, bytes] = field(default_factory=dict)  # the fetched files found
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class SnippetResult:
     duration_ms: float
     cpu_ms: float | None
     max_rss_kb: int | None
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 class NotAVerdict(Exception):
@@ -121,6 +126,22 @@ def _reason(limit: Limit | None, limits: RunLimits, obs: Observation) -> str | N
     return None
 
 
+BAD_ALLOC = b"std::bad_alloc"
+NEAR_LIMIT = 0.9  # peak memory this close to the limit: an allocation failed at the limit
+
+
+def out_of_memory(obs: Observation, limits: RunLimits) -> Observation:
+    """A program's memory verdict (an exec'd program has no ``MemoryError`` report): a failing
+    exit whose stderr names ``std::bad_alloc`` or whose peak memory reached the limit. Both are
+    the program's own, so, as the rule says, they only turn a failure into ``memory_limit``."""
+    failed = obs.killed_for is None and obs.exit_code not in (0, None)
+    peak = (obs.max_rss_kb or 0) * 1024
+    near = peak >= NEAR_LIMIT * limits.memory_mb * 1024 * 1024
+    if failed and (BAD_ALLOC in obs.stderr[-4096:] or near) and not obs.memory_error:
+        return replace(obs, memory_error=True)
+    return obs
+
+
 def decide(obs: Observation, limits: RunLimits) -> SnippetResult:
     """The verdict on ``obs``; raises ``NotAVerdict`` when the sandbox, not the code, failed."""
     status, limit = _limit_and_status(obs)
@@ -137,4 +158,5 @@ def decide(obs: Observation, limits: RunLimits) -> SnippetResult:
         duration_ms=obs.duration_ms,
         cpu_ms=obs.cpu_ms,
         max_rss_kb=obs.max_rss_kb,
+        files=obs.files,
     )

@@ -734,7 +734,8 @@ def _proc_mountinfo(svc: Service, row: dict[str, Any]) -> None:
     # a host path starts a field; ".../overlay2/<id>/work" is Docker's own overlay workdir
     assert not re.search(r"(^|[\s,=:])/(work|root|home)(/|\s|,|$)", text, re.M), text
     docker_files = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/usr/sbin/docker-init")
-    allowed = ("/proc", "/dev", "/sys", "/tmp", *docker_files)
+    # /box: the compiled programs of /judge (root's tmpfs, mode 0755; exec_server/languages.py)
+    allowed = ("/proc", "/dev", "/sys", "/tmp", "/box", *docker_files)
     points = [line.split()[4] for line in text.splitlines() if line.strip()]
     assert "/" in points and "/tmp" in points
     odd = [p for p in points if p != "/" and not p.startswith(allowed)]

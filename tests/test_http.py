@@ -195,8 +195,10 @@ def test_run_code_accepts_what_sandbox_fusion_callers_send(
     assert r.status_code == 200 and r.json()["status"] == "Success", r.text
     req = fake.ran[-1][0]
     assert (req.language, req.timeout, req.memory_mb) == ("python", 3, None)
-    r = client.post("/run_code", json={**body, "files": {"a.txt": "eA=="}})
-    assert r.status_code == 422 and "'files' is not supported" in assert_error_shape(r)["detail"]
+    # files and fetch_files reach the engine (which writes and returns them in the sandbox)
+    r = client.post("/run_code", json={**body, "files": {"a.txt": "eA=="}, "fetch_files": ["o"]})
+    assert r.status_code == 200
+    assert (fake.ran[-1][0].files, fake.ran[-1][0].fetch_files) == ({"a.txt": "eA=="}, ["o"])
 
 
 @pytest.mark.parametrize("spelling", ["python", "Python", "python3", "PY", " py "])
@@ -211,13 +213,15 @@ def test_language_aliases_reach_the_engine_as_python(
 def test_an_unsupported_language_names_what_is(app: tuple[TestClient, FakeExecutor]) -> None:
     client, fake = app
     for path, body in (
-        ("/execute", {"code": "1", "language": "cpp"}),
-        ("/run_code", {"code": "1", "language": "cpp"}),
+        ("/execute", {"code": "1", "language": "cobol"}),
+        ("/run_code", {"code": "1", "language": "cobol"}),
     ):
         r = client.post(path, json=body)
         assert r.status_code == 422
         detail = assert_error_shape(r)["detail"]
-        assert detail.startswith("language: 'cpp' is not supported; supported: python")
+        assert detail.startswith(
+            "language: 'cobol' is not supported; supported: bash, c, cpp, python"
+        )
         assert "python3, py" in detail
     assert fake.ran == []
 

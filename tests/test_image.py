@@ -133,3 +133,40 @@ def test_offline_image_holds_and_labels_the_pinned_versions(offline_image: str) 
     )
     assert json.loads(recorded) == expected
     assert docker("run", "--rm", "--network", "none", offline_image, "id", "-u") == "10001"
+    for compiler in ("gcc", "g++"):
+        found = docker(
+            "run", "--rm", "--network", "none", offline_image, compiler, "-dumpfullversion"
+        )
+        assert found == labels["boxed.gcc"] == dockerfile_arg("GCC_VERSION")
+    assert image.sandbox_is_current(offline_image)
+
+
+def test_the_toolchain_is_declared_once() -> None:
+    from exec_server.languages import GCC
+
+    assert dockerfile_arg("GCC_VERSION") == GCC
+    assert image.dockerfile_labels()["boxed.gcc"] == GCC
+    assert {"gcc", "g++", "libc6-dev"} <= set(image.BASE_PACKAGES)
+
+
+def test_a_stale_image_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
+    current = dict(image.dockerfile_labels())
+    found: dict[str, dict[str, str] | None] = {
+        "missing": None,
+        "current": current,
+        "reordered": {**current, "boxed.packages": json.dumps(image.sandbox_pins())},
+        "no-toolchain": {k: v for k, v in current.items() if k != "boxed.gcc"},
+        "other-pins": {**current, "boxed.packages": '{"sympy": "1.0"}'},
+    }
+    monkeypatch.setattr(image, "image_labels", found.__getitem__)
+    verdicts = {tag: image.sandbox_is_current(tag) for tag in found}
+    assert verdicts == {
+        "missing": False,
+        "current": True,
+        "reordered": True,
+        "no-toolchain": False,
+        "other-pins": False,
+    }
+    base = {"boxed.base_packages": ",".join(image.BASE_PACKAGES)}
+    monkeypatch.setattr(image, "image_labels", {"new": base, "old": {}}.get)
+    assert image.base_is_current("new") and not image.base_is_current("old")

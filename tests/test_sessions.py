@@ -310,3 +310,30 @@ def test_the_fake_session_keeps_the_interface() -> None:
         client.post("/sessions")
         (sandbox_id,) = sessions_alive(fake)
         assert isinstance(fake.sandboxes[sandbox_id], SessionSandbox)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"language": "cpp"}, "Python only"),
+        ({"language": "bash"}, "Python only"),
+        ({"files": {"a.txt": "eA=="}}, "files"),
+        ({"fetch_files": ["out.txt"]}, "fetch_files"),
+        ({"cache": True}, "cache"),
+        ({"isolation": "container"}, "isolation"),
+    ],
+)
+def test_one_shot_only_fields_are_refused_in_a_session(extra: dict[str, Any], named: str) -> None:
+    """A session is one Python interpreter: C code is never run as Python, files are never
+    silently dropped, a stateful call is never cached; the session stays usable."""
+    with service() as (client, fake, _):
+        sid = client.post("/sessions", json={}).json()["session_id"]
+        runs = len(fake.jobs)
+        for answer in (
+            client.post(f"/sessions/{sid}/execute", json={"code": "x = 1", **extra}),
+            client.post("/execute", json={"code": "x = 1", **extra}, headers={"X-Session-ID": sid}),
+        ):
+            assert answer.status_code == 422, answer.text
+            assert named in answer.json()["detail"]
+        assert len(fake.jobs) == runs  # nothing ran
+        assert client.post(f"/sessions/{sid}/execute", json={"code": "y = 2"}).status_code == 200

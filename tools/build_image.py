@@ -9,14 +9,19 @@ Both ways, the sandbox gets Debian bookworm's Python 3.11 and the packages pinne
 :mod:`exec_server.image_labels`).
 
 Run from a source checkout (it needs the ``docker/`` folder beside it; it is not part of the
-installed package): ``python -m tools.build_image [--offline] [--server] [--base B] [--tag T]``.
+installed package): ``python -m tools.build_image [--offline] [--if-stale] [--server] [--base B]
+[--tag T]``. ``--if-stale`` builds only when the image is missing or its labels differ from what
+the Dockerfile declares (an image from before a toolchain or a pin changed); offline, a base
+made from another package list is made again.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +34,9 @@ OFFLINE_BASE = "boxed-base:bookworm"
 DEBIAN_MIRROR = os.environ.get("BOXED_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # The sandbox's Python packages come from pinned wheels (docker/sandbox/requirements.txt), not
 # from Debian: its python3-sympy and python3-numpy are older than what an online build gets.
-BASE_PACKAGES = ["python3", "python3-pip", "ca-certificates"]
+# gcc/g++ (and libc6-dev, which g++ pulls in only through libstdc++'s headers) compile the C
+# and C++ submissions of /judge and /execute inside the sandbox.
+BASE_PACKAGES = ["python3", "python3-pip", "ca-certificates", "gcc", "g++", "libc6-dev"]
 # Trimmed from the root filesystem: caches and documentation nobody in a sandbox reads.
 _PRUNE = ["var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info"]
 
@@ -44,10 +51,32 @@ def image_exists(tag: str) -> bool:
     return result.returncode == 0
 
 
+def image_labels(tag: str) -> dict[str, str] | None:
+    """The image's labels ({} when it has none), or None when there is no such image."""
+    result = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", tag],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        return None
+    return json.loads(result.stdout or "null") or {}
+
+
+BASE_LABEL = "boxed.base_packages"
+
+
+def base_is_current(tag: str = OFFLINE_BASE) -> bool:
+    """Whether the offline base exists and was made from today's ``BASE_PACKAGES``."""
+    labels = image_labels(tag)
+    return labels is not None and labels.get(BASE_LABEL) == ",".join(BASE_PACKAGES)
+
+
 def build_offline_base(
     tag: str = OFFLINE_BASE, suite: str = "bookworm", mirror: str = DEBIAN_MIRROR
 ) -> str:
-    """debootstrap a minimal Debian with Python and pip, and ``docker import`` it."""
+    """debootstrap a minimal Debian with Python, pip and the C/C++ toolchain, and
+    ``docker import`` it."""
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install -y debootstrap)")
     with tempfile.TemporaryDirectory(prefix="boxed-rootfs-") as tmp:
@@ -66,7 +95,16 @@ def build_offline_base(
             shutil.rmtree(root / sub, ignore_errors=True)
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
         _run(
-            ["docker", "import", "--change", 'CMD ["python3"]', "-", tag],
+            [
+                "docker",
+                "import",
+                "--change",
+                'CMD ["python3"]',
+                "--change",
+                f"LABEL {BASE_LABEL}={','.join(BASE_PACKAGES)}",
+                "-",
+                tag,
+            ],  # fmt: skip
             stdin=tar.stdout,
         )
         if tar.wait() != 0:
@@ -125,13 +163,39 @@ def download_sandbox_wheels() -> Path:
     return SANDBOX_WHEELS_DIR
 
 
+def dockerfile_labels() -> dict[str, str]:
+    """The labels the sandbox Dockerfile gives its image (from its ``ARG`` defaults)."""
+    text = (SANDBOX_DIR / "Dockerfile").read_text()
+    args = {k: v.strip("'") for k, v in re.findall(r"^ARG (\w+)=(.*)$", text, re.MULTILINE)}
+    return {
+        "boxed.python": args["PYTHON_VERSION"],
+        "boxed.packages": args["PACKAGES"],
+        "boxed.gcc": args["GCC_VERSION"],
+    }
+
+
+def sandbox_is_current(tag: str) -> bool:
+    """Whether the image exists with the labels today's Dockerfile would give it."""
+    labels = image_labels(tag)
+    if labels is None:
+        return False
+    wanted = dockerfile_labels()
+    try:
+        same_packages = json.loads(labels.get("boxed.packages", "null")) == json.loads(
+            wanted["boxed.packages"]
+        )
+    except ValueError:
+        return False
+    return same_packages and all(labels.get(k) == wanted[k] for k in ("boxed.python", "boxed.gcc"))
+
+
 def build_sandbox_image(tag: str, *, offline: bool = False, base: str | None = None) -> str:
-    """Build the sandbox image; offline, make the Debian base first when it is missing and
-    download the pinned wheels on this host."""
+    """Build the sandbox image; offline, make the Debian base first when it is missing or was
+    made from another package list, and download the pinned wheels on this host."""
     if offline:
         if base is None:
             base = OFFLINE_BASE
-            if not image_exists(base):
+            if not base_is_current(base):
                 build_offline_base(base)
         download_sandbox_wheels()
     return build("sandbox", tag, base=base)
@@ -173,12 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", default=None, help="base image (build argument BASE)")
     parser.add_argument("--tag", default=None, help="default BOXED_SANDBOX_IMAGE")
     parser.add_argument("--server", action="store_true", help=f"also build {SERVER_IMAGE}")
+    parser.add_argument(
+        "--if-stale", action="store_true", help="only when missing or built from other sources"
+    )
     args = parser.parse_args(argv)
     from exec_server.settings import Settings
 
     tag = args.tag or Settings().sandbox_image
-    build_sandbox_image(tag, offline=args.offline, base=args.base)
-    print(f"built {tag}")
+    if args.if_stale and sandbox_is_current(tag):
+        print(f"{tag} is current")
+    else:
+        build_sandbox_image(tag, offline=args.offline, base=args.base)
+        print(f"built {tag}")
     if args.server:
         print(f"built {build_server_image(offline=args.offline, base=args.base)}")
     return 0

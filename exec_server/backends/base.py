@@ -31,6 +31,14 @@ class Job:
     stdin: str
     limits: RunLimits
     heavy: bool = False  # needs the preload modules: fork it from the preloaded interpreter
+    argv: tuple[str, ...] = ()  # exec this program instead of running ``code`` as Python
+    source: str | None = None  # write ``code`` to this file of the working directory first
+    install: str | None = None  # after a clean exit, keep this output file as the program
+    files: tuple[tuple[str, bytes], ...] = ()  # written into the working directory first
+    fetch: tuple[str, ...] = ()  # files of the working directory returned after the run
+    fetch_bytes: int = 0  # at most this many bytes of them in all
+    more: bool = False  # more runs of the same request follow: the program and a one-shot
+    # sandbox stay (the request ends with a run without ``more``, which removes the program)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,11 @@ class Sandbox(Protocol):
 
     def can_reuse(self, result: SnippetResult) -> bool:
         """Whether it may serve another snippet after ``result``."""
+        ...
+
+    def can_continue(self, result: SnippetResult) -> bool:
+        """Whether it may serve the next run of the same request (a judge's next test, once
+        settled) after ``result``; a one-shot sandbox may, a pooled one past its runs too."""
         ...
 
     async def settle(self) -> bool:

@@ -265,7 +265,11 @@ class DockerBackend:
         return dict(
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=4096,mode=1777"},
+            tmpfs={
+                "/tmp": f"rw,noexec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=4096,mode=1777",
+                # compiled programs: root's, mode 0755 (runnable, not writable by snippets)
+                "/box": f"rw,exec,nosuid,nodev,size={s.tmpfs_mb}m,nr_inodes=16,mode=0755",
+            },
             cap_drop=["ALL"],
             cap_add=SUPERVISOR_CAPS,
             security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"],
@@ -394,7 +398,8 @@ class DockerBackend:
             return BackendHealth(up=False, problem=f"Docker engine unreachable: {exc}")
         image = self.settings.sandbox_image
         try:
-            labels = self.api.inspect_image(image).get("Config", {}).get("Labels")
+            inspected = self.api.inspect_image(image)
+            labels = inspected.get("Config", {}).get("Labels")
         except docker.errors.ImageNotFound:
             problem = (
                 f"sandbox image {image} is missing; build it with "
@@ -404,7 +409,12 @@ class DockerBackend:
         except Exception as exc:
             return BackendHealth(up=up, problem=f"cannot inspect image {image}: {exc}")
         return BackendHealth(
-            up=up, details={"image_present": True, "sandbox": sandbox_versions(labels)}
+            up=up,
+            details={
+                "image_present": True,
+                "image_id": inspected.get("Id"),  # part of the result cache's key
+                "sandbox": sandbox_versions(labels),
+            },
         )
 
     async def health(self) -> BackendHealth:

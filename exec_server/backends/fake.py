@@ -63,6 +63,9 @@ class FakeSandbox:
     def can_reuse(self, result: SnippetResult) -> bool:
         return self.backend.reuses_sandboxes and result.status in (Status.OK, Status.ERROR)
 
+    def can_continue(self, result: SnippetResult) -> bool:
+        return result.status in (Status.OK, Status.ERROR)
+
     async def settle(self) -> bool:
         await asyncio.sleep(0)
         return self.backend.settle_clean

@@ -19,9 +19,12 @@ from typing import Any, Protocol
 from ..guest.protocol import (
     CLEANUP,
     ERRORS,
+    FILE_DATA,
+    FILE_NAME,
     OUTPUT,
     READY_MARKER,
     RESULT,
+    files_section,
     pop_frames,
     request,
     snippet_body,
@@ -121,6 +124,7 @@ class SupervisedSandbox:
         self.max_runs = max_runs
         self.preload = preload
         self.runs = 0
+        self.holding = False  # a run with ``more`` was the last: a program may be installed
         self.broken = False  # broke protocol or was stopped: never reused
         self.ended = False  # a session's interpreter is gone (its RESULT said so, or it died)
         self._frames = bytearray()  # supervisor frames not yet consumed
@@ -148,16 +152,28 @@ class SupervisedSandbox:
             "wall": limits.wall_seconds,
             "cpu": limits.cpu_seconds,
             "memory_mb": self.memory_mb,
-            "heavy": self.preload and needs_preload(job.code),
-            "last": not self.reusable,
+            "heavy": self.preload and not job.argv and (job.heavy or needs_preload(job.code)),
+            "last": not self.reusable and not job.more,
         }
-        await self._send(request(header, snippet_body(job.code, job.stdin)))
+        if job.argv:
+            header.update(argv=list(job.argv), source=job.source, install=job.install)
+        if job.more:
+            header["keep"] = True
+        body = snippet_body(job.code, job.stdin)
+        if job.files:
+            header["files"] = True
+            body += files_section(job.files)
+        if job.fetch:
+            header.update(fetch=list(job.fetch), fetch_cap=job.fetch_bytes)
+        await self._send(request(header, body))
         self.runs += 1
+        self.holding = job.more
         cap = limits.output_bytes
         out = {OUTPUT: bytearray(), ERRORS: bytearray()}
+        files: dict[str, bytearray] = {}
         try:
             async with asyncio.timeout(limits.wall_seconds + REPORT_GRACE):
-                report = await self._read_until(RESULT, out, cap + 1)
+                report = await self._read_until(RESULT, out, cap + 1, files)
         except TimeoutError:
             self.broken = True
             raise SandboxError("the supervisor did not report in time") from None
@@ -192,6 +208,8 @@ class SupervisedSandbox:
                 duration_ms=float(report["duration_ms"]),
                 cpu_ms=None if report["cpu_ms"] is None else float(report["cpu_ms"]),
                 max_rss_kb=None if report["max_rss_kb"] is None else int(report["max_rss_kb"]),
+                installed=bool(report.get("installed")),
+                files={name: bytes(data) for name, data in files.items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             self.broken = True
@@ -205,14 +223,26 @@ class SupervisedSandbox:
             raise SandboxError(f"sandbox not accepting code: {exc}") from exc
 
     async def _read_until(
-        self, wanted: int, out: dict[int, bytearray] | None = None, cap: int = 0
+        self,
+        wanted: int,
+        out: dict[int, bytearray] | None = None,
+        cap: int = 0,
+        files: dict[str, bytearray] | None = None,
     ) -> dict[str, Any]:
         """Read supervisor frames until one of kind ``wanted`` (JSON); output frames go to
-        ``out`` (each stream kept to ``cap`` bytes). Later frames stay buffered."""
+        ``out`` (each stream kept to ``cap`` bytes), fetched files to ``files``. Later frames
+        stay buffered."""
+        current: bytearray | None = None
         while True:
             for kind, data in pop_frames(self._frames):
                 if kind == wanted:
                     return json.loads(data)
+                if files is not None and kind == FILE_NAME:
+                    current = files.setdefault(data.decode("utf-8", "replace"), bytearray())
+                    continue
+                if files is not None and kind == FILE_DATA and current is not None:
+                    current += data
+                    continue
                 if out is None or kind not in out:
                     self.broken = True
                     raise SandboxError(f"unexpected supervisor frame of kind {kind}")
@@ -233,9 +263,14 @@ class SupervisedSandbox:
         return (
             self.reusable
             and not self.broken
+            and not self.holding
             and result.status in REUSABLE
             and self.runs < self.max_runs
         )
+
+    def can_continue(self, result: SnippetResult) -> bool:
+        """The next run of the same request: after a normal end only, as for reuse."""
+        return not self.broken and result.status in REUSABLE
 
     async def settle(self) -> bool:
         """Wait for the supervisor's clean-up verdict: True when the sandbox is clean."""

@@ -2,13 +2,16 @@
 
 Host to supervisor, on its stdin, one request at a time: a 4-byte big-endian length, a JSON
 header (``Limits`` below, plus ``size``), then ``size`` bytes of snippet body: the 4-byte
-lengths of the code and of the input, then the code (UTF-8) and the input.
+lengths of the code and of the input, then the code (UTF-8) and the input, then (when the
+header says ``files``) the input files: their count, then each one's name and data, every
+length 4 bytes big-endian (``files_section``).
 
 Supervisor to host, on its stdout: ``READY_MARKER`` once, then frames with an 8-byte header
 (kind, three zero bytes, 4-byte big-endian length): ``OUTPUT`` and ``ERRORS`` carry the
 snippet's stdout and stderr, ``RESULT`` the run's result (JSON, after the snippet's last
-output), ``CLEANUP`` the clean-up verdict (JSON). The host sends the next request only after
-``CLEANUP``.
+output), ``CLEANUP`` the clean-up verdict (JSON). Files the header asks for (``fetch``)
+come before ``RESULT``: a ``FILE_NAME`` frame, then its ``FILE_DATA`` frames. The host sends
+the next request only after ``CLEANUP``.
 
 The child reports to the supervisor through a shared memory page, never through its output:
 ``REPORT_STARTED`` at offset 0 once the snippet is about to run, ``REPORT_MEMORY_ERROR`` at
@@ -19,7 +22,7 @@ so the host may use it only to make the snippet's own verdict worse (see ``verdi
 import json
 
 READY_MARKER = b"\x00boxed-ready\x00\n"
-OUTPUT, ERRORS, RESULT, CLEANUP = 1, 2, 3, 4
+OUTPUT, ERRORS, RESULT, CLEANUP, FILE_NAME, FILE_DATA = 1, 2, 3, 4, 5, 6
 FRAME_HEADER_SIZE = 8
 REPORT_STARTED = ord("R")
 REPORT_MEMORY_ERROR = ord("M")
@@ -51,6 +54,24 @@ def snippet_body(code, stdin):
     """The body the child reads: the two lengths, then the code and the input."""
     parts = (code.encode("utf-8", "surrogatepass"), stdin.encode("utf-8", "surrogatepass"))
     return b"".join(len(p).to_bytes(4, "big") for p in parts) + b"".join(parts)
+
+
+def files_section(files):
+    """The input files' part of a body: ``files`` is a list of (name, bytes)."""
+    parts = [len(files).to_bytes(4, "big")]
+    for name, data in files:
+        raw = name.encode("utf-8")
+        parts += [len(raw).to_bytes(4, "big"), raw, len(data).to_bytes(4, "big"), data]
+    return b"".join(parts)
+
+
+def read_files_section(read):
+    """The (name, bytes) pairs of a files section; ``read(n)`` returns exactly n bytes."""
+    files = []
+    for _ in range(int.from_bytes(read(4), "big")):
+        name = read(int.from_bytes(read(4), "big")).decode("utf-8")
+        files.append((name, read(int.from_bytes(read(4), "big"))))
+    return files
 
 
 def request(header, body):

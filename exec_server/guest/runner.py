@@ -1,4 +1,5 @@
-"""Runs one snippet in the current process, as ``python -c`` would (stdlib only).
+"""Runs one snippet in the current process, as ``python -c`` would (stdlib only), or execs a
+program in its place (a compiler, a compiled submission, a shell script).
 
 The supervisor's child calls ``run`` once its set-up is done and its limits are set: fd 0 holds
 the snippet body (see ``protocol.snippet_body``), fds 1 and 2 are the snippet's stdout and
@@ -7,10 +8,12 @@ interpreter prints them, an uncaught exception exits 1 and ``sys.exit`` is honou
 becomes its stdin. Nothing is ever written to the snippet's output streams on its behalf.
 """
 
+import errno
 import os
+import resource
 import sys
 
-from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED
+from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED, read_files_section
 
 
 def _read_exact(fd, n):
@@ -66,11 +69,59 @@ def read_body(fd=0):
     return code, _read_exact(fd, input_size)
 
 
-def run(report):
+def _exec_program(report, code, stdin, argv, source):
+    """Exec ``argv`` in this process (its limits and uid stay), with the body's input as its
+    stdin; the code is first written to ``source`` in the working directory when given (the
+    compiler's input, a script). Never returns."""
+    if source:
+        fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        view = memoryview(code.encode("utf-8", "surrogatepass"))
+        while view:
+            view = view[os.write(fd, view) :]
+        os.close(fd)
+    _install_stdin(stdin)
+    report[0] = REPORT_STARTED
+    try:
+        try:
+            os.execv(argv[0], argv)
+        except OSError as exc:
+            if exc.errno != errno.ENOMEM:
+                raise
+            # gVisor counts this process's own mappings against the new program's limit:
+            # exec within the hard limit (the interpreter's mappings plus the share)
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+            os.execv(argv[0], argv)
+    except OSError as exc:
+        os.write(2, f"boxed: cannot run {argv[0]}: {exc.strerror}\n".encode())
+    os._exit(127)  # as a shell answers a command it cannot run
+
+
+def _write_files(files):
+    """The request's input files, in the working directory (the host checked their names)."""
+    for name, data in files:
+        folder = os.path.dirname(name)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.close(fd)
+
+
+def run(report, options=None):
     """Run the snippet on fd 0 and ``os._exit`` with its exit status; never returns.
 
-    ``report`` is the page shared with the supervisor (see ``protocol``)."""
+    ``report`` is the page shared with the supervisor (see ``protocol``). ``options`` (the
+    request's): ``files``, input files follow the body; ``argv``, the program it names runs
+    instead of the code, after writing the code to ``source`` (see ``_exec_program``)."""
+    options = options or {}
     code, stdin = read_body()
+    if options.get("files"):
+        _write_files(read_files_section(lambda n: _read_exact(0, n)))
+    if options.get("argv"):
+        _exec_program(report, code, stdin, options["argv"], options.get("source"))
     _install_stdin(stdin)  # fd 0 is the snippet's from here on
     sys.argv = ["-c"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}

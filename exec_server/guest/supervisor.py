@@ -25,6 +25,12 @@ child that drops to the sandbox uid before it runs anything of the snippet's:
   (with the sandbox uid as its effective uid), and proves the container clean before the next
   child is forked.
 
+A request may name a program to exec instead of Python code (``argv``: a compiler, a script's
+interpreter, a compiled submission; ``runner.run``), with the same drop of privileges, limits
+and clean-up. After a compile request exits 0 the supervisor copies its output into
+``/box`` (``PROGRAM_DIR``, a tmpfs that allows exec, root's, mode 0755), where later runs can
+execute it but not replace it; a request without ``keep`` empties ``/box`` in its clean-up.
+
 The code and input never pass through the supervisor's memory (they are spliced from stdin into
 the child's memfd), and child output passes through one buffer that is zeroed after each run,
 so a later child, a copy of this process, finds no trace of an earlier snippet.
@@ -55,6 +61,8 @@ from . import runner
 from .protocol import (
     CLEANUP,
     ERRORS,
+    FILE_DATA,
+    FILE_NAME,
     KILLED_CPU,
     KILLED_OUTPUT,
     KILLED_WALL,
@@ -68,6 +76,7 @@ from .protocol import (
 
 CHUNK = 65536
 RUN_DIR = "/tmp/run"
+PROGRAM_DIR = "/box"  # compiled programs: root's, executable (/tmp is noexec), not wiped
 WRITABLE = "/tmp"
 KILL_SECONDS = 2.0  # longest wait for SIGKILLed processes to vanish
 DRAIN_SECONDS = 1.0  # longest wait for pipe EOF once every writer is dead
@@ -169,18 +178,24 @@ def _set_limits(limits, config):
     page = os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/statm") as f:
         mapped = int(f.read().split()[0]) * page
-    address_space = mapped + int(limits["memory_mb"]) * 1024 * 1024  # its own share on top
+    share = int(limits["memory_mb"]) * 1024 * 1024
+    address_space = mapped + share  # its own share on top
+    # An exec'd program leaves this interpreter's mappings behind: its soft limit is its share
+    # alone (the runner raises it to the hard one only where exec itself needs more: gVisor).
+    soft_space = share if limits.get("argv") else address_space
     cpu = math.ceil(float(limits["cpu"])) + 1  # a backstop: the supervisor stops it on time
     nproc = config.get("nproc")  # gVisor: its own kernel counts this sandbox's tasks alone
     if nproc:
         resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
     for which, soft, hard in (
-        (resource.RLIMIT_AS, address_space, address_space),
+        (resource.RLIMIT_AS, soft_space, address_space),
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU, then SIGKILL a second later
         (resource.RLIMIT_NOFILE, int(config["nofile"]), int(config["nofile"])),
         (resource.RLIMIT_FSIZE, int(config["fsize"]), int(config["fsize"])),
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_MSGQUEUE, 0, 0),
+        # an exec'd program's stack may use its whole memory limit (deep recursion in C++)
+        *([(resource.RLIMIT_STACK, share, share)] if limits.get("argv") else []),
     ):
         ceiling = resource.getrlimit(which)[1]
         if ceiling != resource.RLIM_INFINITY:
@@ -244,12 +259,14 @@ def _child(body_fd, out_w, err_w, go_r, config):
         # Only lowering limits, which needs no privilege.
         # (Processes: the container's pids cgroup, which only this snippet uses while it runs;
         # RLIMIT_NPROC would count the sandbox uid across every container of the host.)
-        _set_limits(json.loads(handed), config)
+        limits = json.loads(handed)
+        _set_limits(limits, config)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
         os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)
     try:
-        runner.run(_report)  # os._exit()s with the snippet's status
+        # os._exit()s with the snippet's status (or execs the program of a compile/exec run)
+        runner.run(_report, limits)
     except MemoryError:
         # The address-space limit left no room even for the runner's own work.
         _report[0], _report[1] = REPORT_STARTED, REPORT_MEMORY_ERROR
@@ -687,7 +704,9 @@ def _serve_one(header, child, config, exits, counters):
     oom_before = counters.oom_kills()
     ticks_at_start = _cpu_ticks([pid])  # the child's own set-up (it is alone: proven clean)
     started = time.monotonic()
-    child.hand_over({"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])})
+    handed = {"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])}
+    handed.update((key, header[key]) for key in ("argv", "source", "files") if header.get(key))
+    child.hand_over(handed)
     killed_for, exited = None, False
     deadline = started + wall
     cpu_check = started + cpu_limit / cpus  # no earlier moment can see the budget spent
@@ -737,6 +756,12 @@ def _serve_one(header, child, config, exits, counters):
         if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
             killed_for = KILLED_CPU
     oom_after = counters.oom_kills()
+    installed, fetched = False, {}
+    if header.get("install") and exit_code == 0 and killed_for is None and not strays:
+        _install_program(header["install"], uid, int(config["gid"]))
+        installed = True
+    if header.get("fetch"):
+        fetched = _fetch_files(header["fetch"], int(header["fetch_cap"]), run, uid, config)
     run.queue(
         frame(
             RESULT,
@@ -751,6 +776,8 @@ def _serve_one(header, child, config, exits, counters):
                     "cpu_ms": round(cpu_seconds * 1000, 1),
                     "max_rss_kb": usage.ru_maxrss,
                     "strays": len(strays),
+                    "installed": installed,
+                    "fetched": fetched,
                 }
             ).encode(),
         )
@@ -759,6 +786,88 @@ def _serve_one(header, child, config, exits, counters):
     # Listed after the child's exit: with no stray then, nothing of the snippet's but zombies
     # can exist any more (a zombie forks nothing), so the clean-up need not hunt for processes.
     return not strays and killed_for is None
+
+
+# -- compiled programs -----------------------------------------------------------------------
+def _install_program(name, uid, gid):
+    """Copy the compiler's output ``name`` from the run directory into PROGRAM_DIR, owned by
+    root, mode 0755: the submission's later runs can execute it but not replace it. It is read
+    with the sandbox uid's rights (the run directory is the sandbox's, mode 0700; no link is
+    followed), and every process of that uid is dead by now."""
+    if os.sep in name or name.startswith("."):
+        raise RuntimeError(f"bad program name {name!r}")
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        source = os.open(os.path.join(RUN_DIR, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+    try:
+        if not os.path.isfile(f"/proc/self/fd/{source}"):
+            raise RuntimeError(f"the compiler's output {name!r} is not a regular file")
+        target = os.open(
+            os.path.join(PROGRAM_DIR, name),
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o755,
+        )
+        try:
+            while os.sendfile(target, source, None, 1 << 20):
+                pass
+            os.fchmod(target, 0o755)
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
+
+
+def _fetch_files(names, cap, run, uid, config):
+    """Send the run directory's files ``names`` to the host (FILE_NAME, then FILE_DATA frames
+    through the zeroed buffer, as output is), read with the sandbox uid's rights, ``cap``
+    bytes in all: {name: bytes sent, or None when it is not a regular file there}."""
+    sizes, left = {}, cap
+    view = memoryview(_buffer)
+    os.setegid(int(config["gid"]))
+    os.seteuid(uid)
+    try:
+        for name in names:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            try:
+                fd = os.open(os.path.join(RUN_DIR, name), flags)
+            except OSError:
+                sizes[name] = None
+                continue
+            try:
+                if not os.path.isfile(f"/proc/self/fd/{fd}"):
+                    sizes[name] = None
+                    continue
+                run.queue(frame(FILE_NAME, name.encode()))
+                sent = 0
+                while left > 0 and (n := os.readv(fd, [view[8 : 8 + min(CHUNK, left)]])):
+                    _dirty["buffer"] = max(_dirty["buffer"], 8 + n)
+                    view[0:8] = bytes((FILE_DATA, 0, 0, 0)) + n.to_bytes(4, "big")
+                    run.queue(view[: 8 + n])
+                    sent, left = sent + n, left - n
+                sizes[name] = sent
+            finally:
+                os.close(fd)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+    return sizes
+
+
+def _drop_programs():
+    """Remove the compiled programs (the clean-up of a request that does not keep them);
+    what cannot be removed is a problem that retires the container."""
+    try:
+        for name in os.listdir(PROGRAM_DIR):
+            os.unlink(os.path.join(PROGRAM_DIR, name))
+        return [] if not os.listdir(PROGRAM_DIR) else [f"{PROGRAM_DIR} not empty"]
+    except FileNotFoundError:
+        return []  # a container made without the directory never held a program
+    except OSError as exc:
+        return [f"cannot empty {PROGRAM_DIR}: {exc!r}"]
 
 
 # -- proving the container clean -------------------------------------------------------------
@@ -923,6 +1032,8 @@ def main(config):
             # exits); PID 1's exit ends every process left.
             continue
         problems = _problems(uid, gid, zygote, exits, counters, alone, baseline)
+        if not header.get("keep"):
+            problems += _drop_programs()  # a compiled program lives for its judge request only
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:

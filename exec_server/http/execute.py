@@ -11,16 +11,21 @@ from fastapi import APIRouter, Request, Response
 
 from .. import metrics
 from ..executor import RequestError
+from ..languages import LANGUAGES
 from ..models import (
+    CompileResult,
     ExecuteBatchItemError,
     ExecuteBatchRequest,
     ExecuteBatchResponse,
     ExecuteRequest,
     ExecuteResponse,
+    LanguageInfo,
+    LanguagesResponse,
     RunCodeRequest,
     RunCodeResponse,
     RunResult,
 )
+from . import cached
 from .auth import GUARDED
 from .errors import problem, validated
 from .json_body import JsonBodyRoute
@@ -36,6 +41,13 @@ def request_id(request: Request) -> str:
 SESSION_HEADER = "x-session-id"
 
 
+@router.get("/languages", response_model=LanguagesResponse)
+async def list_languages() -> LanguagesResponse:
+    """Every language, its version and the commands it is compiled and run with (in the
+    sandbox)."""
+    return LanguagesResponse(languages=[LanguageInfo(**lang.describe()) for lang in LANGUAGES])
+
+
 @router.post("/execute", response_model=ExecuteResponse)
 async def execute(req: ExecuteRequest, request: Request, response: Response) -> ExecuteResponse:
     """Run one snippet in a fresh sandbox. The code's own failures are 200 with a status.
@@ -49,8 +61,16 @@ async def execute(req: ExecuteRequest, request: Request, response: Response) -> 
         response.headers["X-Session-ID"] = answer.session_id
         response.headers["X-Session-Expires-In"] = f"{answer.expires_in:g}"
         result = ExecuteResponse.model_validate(answer.model_dump(include=EXECUTE_FIELDS))
-    else:
-        result = await request.app.state.executor.execute(req, rid)
+    else:  # stateful session calls are never cached or replayed
+        result = await cached.answer(
+            request,
+            "/execute",
+            "execute",
+            req,
+            lambda: request.app.state.executor.execute(req, rid),
+            cached.execute_cacheable,
+            request_id=rid,
+        )
     metrics.REQUESTS.labels("/execute", result.status).inc()
     return result
 
@@ -78,7 +98,16 @@ async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> Execute
     async def one(index: int, item: dict[Any, Any]) -> ExecuteResponse | ExecuteBatchItemError:
         try:
             req = validated(ExecuteRequest, item)
-            result = await executor.execute(req, f"{rid}-{index}")
+            result = await cached.answer(
+                request,
+                "/execute/batch",
+                "execute",
+                req,
+                lambda: executor.execute(req, f"{rid}-{index}"),
+                cached.execute_cacheable,
+                request_id=f"{rid}-{index}",
+                idempotent=False,  # one id for the batch: its items are not replayed alone
+            )
         except Exception as exc:  # every item gets an answer: the batch is never lost
             answer = problem(exc)
             if answer.status == 500:
@@ -98,8 +127,6 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
     not use (``compile_timeout``, ...) are accepted and ignored, as SandboxFusion callers send
     them."""
     refuse_session_header(request)
-    if req.files:
-        raise RequestError(422, "'files' is not supported; put the data in the code or stdin")
     memory = req.memory_limit_MB if req.memory_limit_MB and req.memory_limit_MB > 0 else None
     execute_req = validated(
         ExecuteRequest,
@@ -109,18 +136,54 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
             "language": req.language,
             "timeout": req.run_timeout,
             "memory_mb": memory,
+            "compile_timeout": req.compile_timeout,
+            "cache": req.cache,
+            "files": req.files,
+            "fetch_files": req.fetch_files,
         },
     )
-    result = await request.app.state.executor.execute(execute_req, request_id(request))
+    rid = request_id(request)
+    result = await cached.answer(
+        request,
+        "/run_code",
+        "execute",
+        execute_req,
+        lambda: request.app.state.executor.execute(execute_req, rid),
+        cached.execute_cacheable,
+        request_id=rid,
+    )
     metrics.REQUESTS.labels("/run_code", result.status).inc()
     return as_sandbox_fusion(result)
 
 
+def _compile_result(step: CompileResult) -> RunResult:
+    """SandboxFusion's ``compile_result``: the compiler's run as a command result."""
+    return RunResult(
+        status="TimeLimitExceeded" if step.status == "timeout" else "Finished",
+        execution_time=step.duration_ms / 1000,
+        return_code=step.exit_code,
+        stdout=step.stdout,
+        stderr=step.stderr,
+    )
+
+
 def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
+    compiled = _compile_result(result.compile) if result.compile is not None else None
+    if result.status == "compile_error":
+        # SandboxFusion's answer to a compile error: Failed, no run, the compiler's result
+        return RunCodeResponse(
+            status="Failed",
+            message="CompileError",
+            compile_result=compiled,
+            run_result=None,
+            boxed_status=result.status,
+            cached=result.cached,
+        )
     run_status = "TimeLimitExceeded" if result.status == "timeout" else "Finished"
     return RunCodeResponse(
         status="Success" if result.status == "ok" else "Failed",
         message="" if result.status in ("ok", "error") else result.status,
+        compile_result=compiled,
         run_result=RunResult(
             status=run_status,
             execution_time=result.duration_ms / 1000,
@@ -129,4 +192,6 @@ def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
             stderr=result.stderr,
         ),
         boxed_status=result.status,
+        cached=result.cached,
+        files=result.files,
     )

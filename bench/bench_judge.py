@@ -1,0 +1,145 @@
+"""Code-RL judging throughput: POST /judge against one /run_code call per test (the way verl's
+SandboxFusion client does it), in the same run, for C++ and Python; and the result cache on a
+GRPO-shaped batch (16 completions per problem, half of them identical).
+
+    python bench/bench_judge.py [--problems 100] [--tests 10] [--languages cpp,python]
+
+Starts its own service on a free loopback port (pool 2). Every problem has its own program
+(so neither way gets a cache hit), ten stdin/stdout tests and a correct solution; both ways
+must find every test passed. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.service import ServiceProcess  # noqa: E402
+
+CONCURRENCY = 4
+CPP = """#include <iostream>
+int main() {{ long long n, x, s = 0; std::cin >> n;
+  for (long long i = 0; i < n; ++i) {{ std::cin >> x; s += x * {k}; }}
+  std::cout << s << "\\n"; }}
+"""
+PYTHON = "n, *xs = map(int, open(0).read().split())\nprint(sum(x * {k} for x in xs[:n]))\n"
+
+
+def problem(k: int, tests: int) -> list[dict[str, str]]:
+    cases = []
+    for t in range(tests):
+        xs = [(k * 31 + t * 7 + i) % 1000 for i in range(20 + t)]
+        cases.append(
+            {
+                "input": f"{len(xs)}\n{' '.join(map(str, xs))}\n",
+                "expected_output": f"{sum(x * k for x in xs)}\n",
+            }
+        )
+    return cases
+
+
+async def gather_limited(jobs: list, concurrency: int = CONCURRENCY) -> list:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(job):  # type: ignore[no-untyped-def]
+        async with gate:
+            return await job
+
+    return await asyncio.gather(*(one(j) for j in jobs))
+
+
+async def by_judge(client: httpx.AsyncClient, language: str, codes: list, suites: list) -> float:
+    started = time.perf_counter()
+    answers = await gather_limited(
+        [
+            client.post("/judge", json={"code": c, "language": language, "tests": s})
+            for c, s in zip(codes, suites, strict=True)
+        ]
+    )
+    elapsed = time.perf_counter() - started
+    verdicts = [a.json()["verdict"] for a in answers]
+    assert verdicts == ["accepted"] * len(codes), verdicts
+    return elapsed
+
+
+async def by_run_code(client: httpx.AsyncClient, language: str, codes: list, suites: list) -> float:
+    started = time.perf_counter()
+    jobs = [
+        client.post("/run_code", json={"code": c, "language": language, "stdin": t["input"]})
+        for c, s in zip(codes, suites, strict=True)
+        for t in s
+    ]
+    answers = await gather_limited(jobs)
+    elapsed = time.perf_counter() - started
+    expected = [t["expected_output"] for s in suites for t in s]
+    got = [a.json()["run_result"]["stdout"] for a in answers]
+    assert got == expected
+    return elapsed
+
+
+async def grpo(client: httpx.AsyncClient, problems: int, cache: bool) -> tuple[float, int]:
+    """16 completions per problem, 8 of them the same program; the rest distinct."""
+    bodies = []
+    for k in range(problems):
+        tests = problem(k + 1, 10)
+        same = PYTHON.format(k=k + 1)
+        distinct = [PYTHON.format(k=k + 1) + f"# variant {v}\n" for v in range(8)]
+        for code in [same] * 8 + distinct:
+            bodies.append({"code": code, "tests": tests, "cache": cache})
+    started = time.perf_counter()
+    answers = await gather_limited([client.post("/judge", json=b) for b in bodies])
+    elapsed = time.perf_counter() - started
+    data = [a.json() for a in answers]
+    assert all(d["verdict"] == "accepted" for d in data)
+    return elapsed, sum(d["cached"] for d in data)
+
+
+async def main(args: argparse.Namespace) -> None:
+    service = ServiceProcess(BOXED_POOL_SIZE="2", BOXED_QUEUE_TIMEOUT="600").start()
+    try:
+        limits = httpx.Limits(max_connections=CONCURRENCY)
+        async with httpx.AsyncClient(base_url=service.url, timeout=600, limits=limits) as client:
+            print(
+                f"{args.problems} problems x {args.tests} tests, {CONCURRENCY} requests at once\n"
+            )
+            print("| language | way | requests | seconds | problems/s | speed-up |")
+            print("| --- | --- | --- | --- | --- | --- |")
+            for language in args.languages.split(","):
+                template = CPP if language == "cpp" else PYTHON
+                # a different constant per problem and per way: no answer is reused
+                suites = [problem(k + 1, args.tests) for k in range(args.problems)]
+                codes = [template.format(k=k + 1) for k in range(args.problems)]
+                warm = [template.format(k=k + 1) + "\n" for k in range(2)]
+                await by_judge(client, language, warm, suites[:2])
+                judged = await by_judge(client, language, codes, suites)
+                per_test = await by_run_code(client, language, codes, suites)
+                n = args.problems
+                print(f"| {language} | /judge | {n} | {judged:.1f} | {n / judged:.2f} | "
+                      f"{per_test / judged:.1f}x |")  # fmt: skip
+                print(f"| {language} | /run_code per test | {n * args.tests} | {per_test:.1f} | "
+                      f"{n / per_test:.2f} | 1x |")  # fmt: skip
+            cold, _ = await grpo(client, args.grpo_problems, cache=False)
+            warm_, hits = await grpo(client, args.grpo_problems, cache=True)
+            total = args.grpo_problems * 16
+            print(f"\nGRPO batch: {args.grpo_problems} problems x 16 completions (8 identical)")
+            print("| cache | seconds | completions/s | answered from the cache |")
+            print("| --- | --- | --- | --- |")
+            print(f"| off | {cold:.1f} | {total / cold:.1f} | 0 |")
+            print(f"| on | {warm_:.1f} | {total / warm_:.1f} | {hits} of {total} |")
+    finally:
+        service.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--problems", type=int, default=100)
+    parser.add_argument("--tests", type=int, default=10)
+    parser.add_argument("--languages", default="cpp,python")
+    parser.add_argument("--grpo-problems", type=int, default=8)
+    asyncio.run(main(parser.parse_args()))
