@@ -101,7 +101,11 @@ def test_run_code_speaks_sandbox_fusion(boxed_service: str) -> None:
     assert "ValueError: x" in failed["run_result"]["stderr"]
     slow = run_code(code="import time; time.sleep(5)", language="python", run_timeout=1)
     assert slow["run_result"]["status"] == "TimeLimitExceeded" and slow["boxed_status"] == "timeout"
-    r = httpx.post(f"{boxed_service}/run_code", json={"code": "1", "language": "cpp"})
+    broken = run_code(code="int main() { return x; }", language="cpp")
+    assert broken["status"] == "Failed" and broken["boxed_status"] == "compile_error"
+    assert broken["compile_result"]["return_code"] != 0 and broken["run_result"] is None
+    assert "x" in broken["compile_result"]["stderr"]
+    r = httpx.post(f"{boxed_service}/run_code", json={"code": "1", "language": "cobol"})
     assert r.status_code == 422
 
 
