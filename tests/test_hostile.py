@@ -231,7 +231,7 @@ def start_service(variant: Variant, engine: Engine, **env: str) -> tuple[Service
     tmpdir = Path(tempfile.mkdtemp(prefix="boxed-hostile-tmpdir-"))
     settings = {"BOXED_POOL_SIZE": str(POOL_SIZE), **env}
     proc = ServiceProcess(
-        BOXED_ISOLATION=variant.isolation,
+        **variant.env,
         BOXED_SANDBOX_USER=f"{uid}:{uid}",
         TMPDIR=str(tmpdir),
         **engine.env,
