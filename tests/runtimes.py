@@ -51,6 +51,10 @@ class Variant:
         if self.pods:
             env["BOXED_PROCESS_BACKEND"] = "docker-pods"
             env["BOXED_CONTAINER_BACKEND"] = "docker-pods-container"
+            # A pod's memory limit is fixed, sized for the largest request (as in the
+            # manifests): memory outside a child's own address space (memfds, grandchildren)
+            # meets that limit, so it is kept as small as the tests allow.
+            env["BOXED_MEMORY_MB_MAX"] = "512"
         return env
 
 

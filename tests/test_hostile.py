@@ -64,10 +64,9 @@ KNOWN_BUGS: dict[str, tuple[tuple[str, ...], str]] = {
     # Inside gVisor there is no memory cgroup file and the sandbox is sized for
     # BOXED_MEMORY_MB_MAX: an OOM-killed grandchild is not seen as an OOM kill (a SIGKILL exit
     # reads as error), and the row's container check reads a cgroup path gVisor leaves empty.
-    # A sandbox pod's memory limit is fixed (Kubernetes cannot resize it per snippet), sized for
-    # BOXED_MEMORY_MB_MAX as under gVisor: memory outside the child's own address space (each
-    # grandchild's, a memfd's) is bounded by the pod's limit, not by the request's, so the
-    # request's limit is not what stops it (docs/deploy.md).
+    # A sandbox pod's memory limit is fixed (a pod is not resized per snippet), sized for
+    # BOXED_MEMORY_MB_MAX as under gVisor: grandchildren, each within the request's address
+    # space limit, are stopped by the pod's limit, not the request's (docs/deploy.md).
     "oom_killed_grandchild_main_ok": (
         (*GVISOR, "pods"),
         "gVisor: no cgroup view of OOM kills inside; pods: sized for the largest request",
@@ -76,7 +75,6 @@ KNOWN_BUGS: dict[str, tuple[tuple[str, ...], str]] = {
         (*GVISOR, "pods"),
         "gVisor: no cgroup view of OOM kills inside; pods: sized for the largest request",
     ),
-    "oom_memfd_lowered_score_preloaded": (("pods",), "pods: sized for the largest request"),
 }
 
 
