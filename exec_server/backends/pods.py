@@ -180,7 +180,11 @@ class PodBackend:
         if settings.pod_key_file is None:
             raise ValueError("BOXED_POD_KEY_FILE is needed: the secret shared with the pods")
         self.key = read_key(settings.pod_key_file)
-        config = supervisor_config(settings, reuse=reuse, nproc=None)
+        # Under gVisor (a RuntimeClass) each pod has a kernel of its own, which counts
+        # RLIMIT_NPROC for it alone; under runc the pod's pids cgroup is the limit (the
+        # kubelet's podPidsLimit), as RLIMIT_NPROC would count the uid across the node.
+        nproc = settings.pids_limit if settings.runtime == "runsc" else None
+        config = supervisor_config(settings, reuse=reuse, nproc=nproc)
         self.bootstrap = json.dumps({"modules": module_sources(), "config": config}).encode()
 
     async def create_warm(self, memory_mb: int | None = None) -> PodSandbox:
