@@ -145,3 +145,24 @@ def test_the_tenant_comes_from_the_header() -> None:
             r = httpx.post(f"{url}/execute", json={"code": "print(1)"}, headers=headers)
             assert r.status_code == 200, r.text
     assert seen == ["job-7", "", "x" * 64]
+
+
+def test_the_client_names_its_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
+    from exec_server.client import Client
+
+    executor = FakeExecutor()
+    seen: list[str] = []
+    real = executor.execute
+
+    async def execute(req, request_id):  # type: ignore[no-untyped-def]
+        seen.append(current_tenant.get())
+        return await real(req, request_id)
+
+    executor.execute = execute  # type: ignore[method-assign]
+    monkeypatch.setenv("BOXED_TENANT", "from-env")
+    with serving(executor) as url:
+        with Client(url, tenant="job-a") as client:
+            client.execute("print(1)")
+        with Client(url) as client:
+            client.execute("print(1)")
+    assert seen == ["job-a", "from-env"]
