@@ -57,6 +57,7 @@ class KubernetesPods:
         self._changed: asyncio.Event | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._marking: set[asyncio.Future[None]] = set()
 
     # -- the picture of the pods, kept by a watcher thread -----------------------------------
     def _start(self) -> asyncio.Event:
@@ -179,7 +180,9 @@ class KubernetesPods:
         self.pending.discard(pod_id)
         self.mine.add(pod_id)
         self.refused_at.pop(pod_id, None)
-        asyncio.ensure_future(self._mark(pod_id))
+        task = asyncio.ensure_future(self._mark(pod_id))
+        self._marking.add(task)  # held until done: the loop keeps only weak references
+        task.add_done_callback(self._marking.discard)
 
     async def _mark(self, pod_id: str) -> None:
         try:
