@@ -103,10 +103,10 @@ class DockerPods:
         options["binds"] = {str(self.key_file): {"bind": KEY_PATH, "mode": "ro"}}
         return options
 
-    def _start(self) -> tuple[str, int]:
+    def _start(self, kind: str) -> tuple[str, int]:
         """Create and start one pod; its container id and the pid of its PID 1."""
         api = self.engine.api
-        name = f"boxed-{self.settings.instance_label}-pod-{uuid.uuid4().hex[:10]}"
+        name = f"boxed-{self.settings.instance_label}-{kind}-{uuid.uuid4().hex[:10]}"
         try:
             container_id = api.create_container(
                 self.settings.sandbox_image,
@@ -132,8 +132,8 @@ class DockerPods:
             self.engine._remove_now(container_id)
             raise SandboxError(f"cannot start sandbox pod: {exc}") from exc
 
-    def _start_and_connect(self, deadline: float) -> tuple[str, socket.socket]:
-        container_id, pid = self._start()
+    def _start_and_connect(self, deadline: float, kind: str) -> tuple[str, socket.socket]:
+        container_id, pid = self._start(kind)
         try:
             return container_id, connect_in_netns(pid, self.settings.pod_port, deadline)
         except OSError as exc:
@@ -142,9 +142,10 @@ class DockerPods:
             why = "the sandbox pod exited" if gone else str(exc)
             raise SandboxError(f"cannot reach the sandbox pod's listener: {why}") from exc
 
-    async def connect(self, deadline: float) -> tuple[str, socket.socket]:
+    async def connect(self, deadline: float, session: bool = False) -> tuple[str, socket.socket]:
         left = deadline - asyncio.get_running_loop().time()
-        return await self.engine._call(self._start_and_connect, time.monotonic() + left)
+        kind = "session" if session else "pod"  # named as the Docker backend names them
+        return await self.engine._call(self._start_and_connect, time.monotonic() + left, kind)
 
     def refused(self, pod_id: str, why: Exception) -> bool:
         return False  # nobody else claims the stand-in's pods: this one is broken

@@ -141,7 +141,7 @@ class KubernetesPods:
         random.shuffle(found)
         return found
 
-    async def connect(self, deadline: float) -> tuple[str, socket.socket]:
+    async def connect(self, deadline: float, session: bool = False) -> tuple[str, socket.socket]:
         self._start()
         loop = asyncio.get_running_loop()
         while True:

@@ -25,7 +25,7 @@ from ..guest import module_sources
 from ..guest.listener import GREETING, NONCE_SIZE, PROOF_SIZE, SANDBOX, SERVICE, proof, read_key
 from ..settings import Settings
 from ..verdict import SnippetResult
-from .base import BackendHealth, SandboxError
+from .base import BackendHealth, SandboxError, SessionSpec
 from .supervised import SupervisedSandbox, supervisor_config
 
 log = logging.getLogger("boxed.pods")
@@ -43,9 +43,10 @@ class PodSource(Protocol):
 
     name: str
 
-    async def connect(self, deadline: float) -> tuple[str, socket.socket]:
+    async def connect(self, deadline: float, session: bool = False) -> tuple[str, socket.socket]:
         """A pod not claimed yet and a fresh connection to its listener (non-blocking);
-        raises ``SandboxError`` when none is reachable before ``deadline`` (loop time)."""
+        raises ``SandboxError`` when none is reachable before ``deadline`` (loop time).
+        ``session``: it will hold a session (only names it so)."""
         ...
 
     def refused(self, pod_id: str, why: Exception) -> bool:
@@ -183,21 +184,40 @@ class PodBackend:
         # Under gVisor (a RuntimeClass) each pod has a kernel of its own, which counts
         # RLIMIT_NPROC for it alone; under runc the pod's pids cgroup is the limit (the
         # kubelet's podPidsLimit), as RLIMIT_NPROC would count the uid across the node.
-        nproc = settings.pids_limit if settings.runtime == "runsc" else None
-        config = supervisor_config(settings, reuse=reuse, nproc=nproc)
-        self.bootstrap = json.dumps({"modules": module_sources(), "config": config}).encode()
+        self.nproc = settings.pids_limit if settings.runtime == "runsc" else None
+        self.bootstrap = self._bootstrap(None)
+
+    def _bootstrap(self, session: SessionSpec | None) -> bytes:
+        """What a claimed pod's listener gets: the guest modules and the program's settings."""
+        config = supervisor_config(
+            self.settings, reuse=self.reuses_sandboxes, nproc=self.nproc, session=session
+        )
+        return json.dumps({"modules": module_sources(), "config": config}).encode()
 
     async def create_warm(self, memory_mb: int | None = None) -> PodSandbox:
+        return await self._claim(self.bootstrap, memory_mb or self.settings.memory_mb_default)
+
+    async def create_session(self, spec: SessionSpec) -> PodSandbox:
+        """A pod of its own running the session program (``guest/session.py``) for the
+        session's life; deleted with the session. Its memory limit is the pod's (sized for
+        the largest request); the interpreter keeps the session's own address-space limit."""
+        if spec.memory_mb > self.settings.memory_mb_max:
+            raise SandboxError(f"a session of {spec.memory_mb} MiB exceeds the pods' size")
+        sandbox = await self._claim(self._bootstrap(spec), spec.memory_mb, session=True)
+        sandbox.reusable = False
+        return sandbox
+
+    async def _claim(self, bootstrap: bytes, memory_mb: int, session: bool = False) -> PodSandbox:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + WARMUP_TIMEOUT
         problem: Exception | None = None
         for _ in range(CLAIM_ATTEMPTS):
-            pod_id, sock = await self.source.connect(deadline)
+            pod_id, sock = await self.source.connect(deadline, session)
             sandbox = PodSandbox(self, pod_id, SocketStream(sock))
-            sandbox.memory_mb = memory_mb or sandbox.memory_mb
+            sandbox.memory_mb = memory_mb
             try:
                 async with asyncio.timeout(HANDSHAKE_TIMEOUT):
-                    await open_session(sandbox.stream, self.key, self.bootstrap)
+                    await open_session(sandbox.stream, self.key, bootstrap)
             except (OSError, TimeoutError, HandshakeFailed) as exc:
                 sandbox.stream.close()
                 problem = exc

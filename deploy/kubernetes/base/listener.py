@@ -9,7 +9,8 @@ they know the secret, so a snippet that somehow listened on the port could not p
 sandbox either. The first connection that passes is the pod's only session: the listening
 socket is closed (other replicas of the service are refused from then on), the service sends
 the guest modules and the supervisor's configuration, and the connection becomes the
-supervisor's stdin and stdout, over which it speaks exactly the protocol of ``protocol.py``.
+supervisor's stdin and stdout, over which it speaks exactly the protocol of ``protocol.py``
+(or, for a session, the session program's: ``session.py``).
 
 A pod serves one session. When it ends (the service closed the connection or went away) this
 program exits; a restarted container finds the marker it left in its state directory and
@@ -104,9 +105,10 @@ def accept_service(server, key_path):
         conn.close()
 
 
-def install(modules):
+def install(modules, program):
     """Install the guest modules the service sent as the package ``boxed_guest`` (as
-    ``bootstrap.py`` does for a Docker sandbox); the supervisor module."""
+    ``bootstrap.py`` does for a Docker sandbox); the module of ``program`` (``supervisor``, or
+    ``session`` for a session's interpreter)."""
     package = types.ModuleType("boxed_guest")
     package.__path__ = []
     sys.modules["boxed_guest"] = package
@@ -116,7 +118,7 @@ def install(modules):
         sys.modules[module.__name__] = module
         exec(compile(source, f"<boxed_guest/{name}.py>", "exec"), module.__dict__)
         setattr(package, name, module)
-    return sys.modules["boxed_guest.supervisor"]
+    return sys.modules[f"boxed_guest.{program}"]
 
 
 def serve(port, key_path, state_dir, host="::"):
@@ -143,11 +145,12 @@ def serve(port, key_path, state_dir, host="::"):
     for option, value in KEEPALIVE:
         conn.setsockopt(socket.IPPROTO_TCP, option, value)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    supervisor = install(bootstrap["modules"])
+    config = bootstrap["config"]
+    program = install(bootstrap["modules"], config.get("program", "supervisor"))
     os.dup2(conn.fileno(), 0)
     os.dup2(conn.fileno(), 1)
     conn.close()
-    supervisor.main(bootstrap["config"])
+    program.main(config)
 
 
 def main(argv=None):
