@@ -18,6 +18,7 @@ The stand-in is also the controller: a claim starts a fresh container, a deletio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
 import os
@@ -178,7 +179,8 @@ class DockerPodBackend(PodBackend):
     def __init__(self, settings: Settings, *, reuse: bool) -> None:
         self._own_key: Path | None = None
         if settings.pod_key_file is None:
-            self._own_key = new_key_file()
+            backend = "docker-pods" if reuse else "docker-pods-container"
+            self._own_key = new_key_file(f"{settings.instance_label}-{backend}")
             settings = settings.model_copy(update={"pod_key_file": str(self._own_key)})
         key_file = Path(str(settings.pod_key_file))
         super().__init__(
@@ -191,10 +193,14 @@ class DockerPodBackend(PodBackend):
             self._own_key.unlink(missing_ok=True)
 
 
-def new_key_file() -> Path:
-    """A fresh shared secret in a file only root can read (the snippet's uid cannot)."""
-    fd, name = tempfile.mkstemp(prefix="boxed-pod-key-")
+def new_key_file(owner: str) -> Path:
+    """A fresh shared secret in a file only root can read (the snippet's uid cannot), named
+    after its owner (service instance and backend): the successor of a killed service (same
+    instance) replaces the file its predecessor could not remove."""
+    path = Path(tempfile.gettempdir()) / f"boxed-pod-key-{owner}"
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # ours from a killed predecessor; another user's stays (then O_EXCL fails)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
     with os.fdopen(fd, "wb") as f:
         f.write(os.urandom(32).hex().encode())
-    os.chmod(name, 0o400)
-    return Path(name)
+    return path
