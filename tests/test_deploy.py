@@ -138,6 +138,10 @@ def test_sandbox_pods_hold_nothing_of_the_cluster(overlay: str) -> None:
     memory = int(config["BOXED_MEMORY_MB_MAX"]) + int(config["BOXED_PROCESS_MEMORY_OVERHEAD_MB"])
     assert limits["memory"] == f"{memory}Mi" == container["resources"]["requests"]["memory"]
     assert f"--port={config['BOXED_POD_PORT']}" in container["command"]
+    # /box (compiled programs) is an emptyDir, world-writable as made: the listener makes it
+    # root's only, as the Docker backends' tmpfs mode=0755 does
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert "/box" in mounts and "--private-dir=/box" in container["command"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -549,3 +549,19 @@ def test_a_fake_sandbox_that_cannot_prove_the_secret_is_refused() -> None:
 
     asyncio.run(service())
     thread.join(5)
+
+
+def test_private_dirs_become_roots_only(tmp_path: Path) -> None:
+    box = tmp_path / "box"
+    box.mkdir(mode=0o777)
+    box.chmod(0o777)  # as the kubelet makes an emptyDir
+    (tmp_path / listener.MARKER).write_text("1")  # stop before serving: the mode is set first
+    with pytest.raises(SystemExit):
+        listener.serve(0, str(tmp_path / "key"), str(tmp_path), private_dirs=[str(box)])
+    assert box.stat().st_mode & 0o777 == 0o777  # a served pod changes nothing
+    (tmp_path / listener.MARKER).unlink()
+    with socket.create_server(("0.0.0.0", 0)) as taken:  # the port is taken: it stops there
+        with pytest.raises(OSError):
+            port = taken.getsockname()[1]
+            listener.serve(port, str(tmp_path / "k"), str(tmp_path), "0.0.0.0", [str(box)])
+    assert box.stat().st_mode & 0o777 == 0o755

@@ -121,10 +121,14 @@ def install(modules, program):
     return sys.modules[f"boxed_guest.{program}"]
 
 
-def serve(port, key_path, state_dir, host="::"):
+def serve(port, key_path, state_dir, host="::", private_dirs=()):
     marker = os.path.join(state_dir, MARKER)
     if os.path.exists(marker):
         sys.exit("boxed listener: this container served before; waiting to be deleted")
+    for path in private_dirs:
+        # A Kubernetes emptyDir is made world-writable; these must be root's alone (as the
+        # Docker backends' tmpfs mode=0755 makes /box, where /judge installs programs).
+        os.chmod(path, 0o755)
     family = socket.AF_INET6 if socket.has_ipv6 and ":" in host else socket.AF_INET
     try:
         server = socket.create_server(
@@ -159,8 +163,11 @@ def main(argv=None):
     parser.add_argument("--host", default="::")
     parser.add_argument("--key", required=True, help="file with the shared secret (root only)")
     parser.add_argument("--state", required=True, help="directory that outlives a restart")
+    parser.add_argument(
+        "--private-dir", action="append", default=[], help="made writable by root only"
+    )
     args = parser.parse_args(argv)
-    serve(args.port, args.key, args.state, args.host)
+    serve(args.port, args.key, args.state, args.host, args.private_dir)
 
 
 if __name__ == "__main__":
