@@ -55,6 +55,7 @@ class Variant:
             # manifests): memory outside a child's own address space (memfds, grandchildren)
             # meets that limit, so it is kept as small as the tests allow.
             env["BOXED_MEMORY_MB_MAX"] = "512"
+            env["BOXED_COMPILE_MEMORY_MB"] = "512"  # within the maximum
         return env
 
 
