@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from . import __version__
+from .admission import TenantFromHeader
 from .executor import Executor
 from .http import docs, errors, execute, judge, probes, scoring, sessions, tools
 from .http_limits import BodySizeLimit
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         settings.result_cache_ttl,
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(TenantFromHeader)  # fair queueing between tenants (admission.py)
     errors.install(app)
     for module in (execute, judge, sessions, scoring, tools, probes, docs):
         app.include_router(module.router)

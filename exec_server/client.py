@@ -306,6 +306,7 @@ class _Base:
         urls: str | Sequence[str] | None = None,
         *,
         api_key: str | None = None,
+        tenant: str | None = None,
         max_concurrency: int = 64,
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
@@ -321,6 +322,8 @@ class _Base:
             urls: one URL, several (list or comma-separated); default ``$BOXED_URL``, else
                 ``http://localhost:5002``.
             api_key: sent as ``Authorization: Bearer``; default ``$BOXED_API_KEY``.
+            tenant: sent as ``X-Boxed-Tenant``, the queue this client's requests wait in
+                (the server queues tenants fairly); default ``$BOXED_TENANT``.
             max_concurrency: requests in flight at once from this client (also the pool size).
             connect_timeout: seconds to open a connection; short, so dead URLs fail fast.
             read_timeout: seconds to wait for an answer; for ``execute`` with a ``timeout`` it is
@@ -348,6 +351,9 @@ class _Base:
         self._headers = {"User-Agent": f"boxed-client/{__version__}"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        tenant = tenant if tenant is not None else os.environ.get("BOXED_TENANT")
+        if tenant:
+            self._headers["X-Boxed-Tenant"] = tenant
         self._limits = httpx.Limits(
             max_connections=max_concurrency,
             max_keepalive_connections=max_concurrency,

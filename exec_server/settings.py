@@ -112,6 +112,23 @@ class Settings(BaseSettings):
         description="In process mode, warm containers kept for requests asking for "
         "isolation='container'.",
     )
+    pod_namespace: str | None = Field(
+        default=None,
+        description="Namespace of the sandbox pods (backend 'kubernetes'); unset: the "
+        "service's own (its service account's), else 'default'.",
+    )
+    pod_selector: str = Field(
+        default="app.kubernetes.io/name=boxed-sandbox",
+        description="Label selector of the sandbox pods (backend 'kubernetes').",
+    )
+    pod_port: int = Field(
+        default=7000, ge=1, le=65535, description="Port the sandbox pods' listener serves."
+    )
+    pod_key_file: str | None = Field(
+        default=None,
+        description="File with the secret shared with the sandbox pods' listener (backends "
+        "'kubernetes', 'docker-pods'); unset with 'docker-pods': a fresh one per service.",
+    )
     instance: str | None = Field(
         default=None,
         description="Label that scopes orphan reaping; unset: derived from the port, so two "
@@ -159,7 +176,9 @@ class Settings(BaseSettings):
         default=1.0, gt=0, description="How often (seconds) sessions are checked for expiry."
     )
 
-    @field_validator("api_key", "runtime", "instance", mode="before")
+    @field_validator(
+        "api_key", "runtime", "instance", "pod_namespace", "pod_key_file", mode="before"
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value  # compose passes unset variables as ""

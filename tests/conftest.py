@@ -96,15 +96,14 @@ def runsc_docker() -> Iterator[PrivateDocker]:
 
 @pytest.fixture(scope="session", params=variant_params())
 def boxed_service(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Base URL of a real service backed by Docker, once per runtime and isolation mode (every
-    test that uses it must hold in all four); asserts no container is left after."""
+    """Base URL of a real service backed by Docker, once per runtime and isolation mode, and
+    once over the pod backend's stand-in (every test that uses it must hold in all five);
+    asserts no container is left after."""
     variant: Variant = request.param
     # A long queue deadline: these tests check verdicts, and a loaded 2-core CI machine may
     # take more than the default 10 s to churn 32 containers (overload has its own tests).
     with running_service(
-        engine_for(request, variant.runtime),
-        BOXED_ISOLATION=variant.isolation,
-        BOXED_QUEUE_TIMEOUT="60",
+        engine_for(request, variant.runtime), **variant.env, BOXED_QUEUE_TIMEOUT="60"
     ) as service:
         yield service.url
 

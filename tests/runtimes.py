@@ -34,14 +34,36 @@ class Variant:
 
     runtime: str
     isolation: str
+    pods: bool = False  # sandbox pods on their Docker stand-in (exec_server/backends/pods.py)
 
     @property
     def id(self) -> str:
-        """``container``/``process`` under runc (the ids the suite always had), else prefixed."""
+        """``container``/``process`` under runc (the ids the suite always had), else prefixed;
+        ``pods``: process mode over the pod backend."""
+        if self.pods:
+            return "pods" if self.runtime == "runc" else f"{self.runtime}-pods"
         return self.isolation if self.runtime == "runc" else f"{self.runtime}-{self.isolation}"
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The service environment of this variant (``Engine.env`` adds where it runs)."""
+        env = {"BOXED_ISOLATION": self.isolation}
+        if self.pods:
+            env["BOXED_PROCESS_BACKEND"] = "docker-pods"
+            env["BOXED_CONTAINER_BACKEND"] = "docker-pods-container"
+            # A pod's memory limit is fixed, sized for the largest request (as in the
+            # manifests): memory outside a child's own address space (memfds, grandchildren)
+            # meets that limit, so it is kept as small as the tests allow.
+            env["BOXED_MEMORY_MB_MAX"] = "512"
+            env["BOXED_COMPILE_MEMORY_MB"] = "512"  # within the maximum
+        return env
 
-VARIANTS = tuple(Variant(r, i) for r in RUNTIMES for i in ISOLATION_MODES)
+
+# The pod backend runs under runc only: under gVisor it is the same supervisor over the same
+# transport, and its stand-in's connection enters each sandbox's network namespace, which a
+# runsc sandbox keeps inside its own kernel (netstack), out of the host's reach.
+PODS = Variant("runc", "process", pods=True)
+VARIANTS = (*(Variant(r, i) for r in RUNTIMES for i in ISOLATION_MODES), PODS)
 
 
 def variant_params() -> list[object]:

@@ -202,7 +202,8 @@ def test_probes_and_metrics(boxed_service: str) -> None:
     assert httpx.get(f"{boxed_service}/healthz").json() == {"status": "ok"}
     ready = httpx.get(f"{boxed_service}/readyz").json()
     assert ready["ready"] and ready["backend_up"] and ready["image_present"]
-    assert ready["backend"] in ("docker-process", "docker-container") and ready["problem"] is None
+    backends = ("docker-process", "docker-container", "docker-pods")
+    assert ready["backend"] in backends and ready["problem"] is None
     run(boxed_service, "print(1)")
     text = httpx.get(f"{boxed_service}/metrics").text
     for name in (

@@ -12,7 +12,13 @@ from tests.runtimes import SYSTEM, VARIANTS, Variant, apply_runc_only, item_vari
 
 
 def test_variant_ids_keep_the_runc_names() -> None:
-    assert [v.id for v in VARIANTS] == ["container", "process", "runsc-container", "runsc-process"]
+    assert [v.id for v in VARIANTS] == [
+        "container",
+        "process",
+        "runsc-container",
+        "runsc-process",
+        "pods",
+    ]
 
 
 def test_runsc_is_registered_without_network() -> None:

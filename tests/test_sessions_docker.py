@@ -16,7 +16,7 @@ import pytest
 
 from exec_server.client import BoxedHTTPError, Client
 from tests.conftest import running_service
-from tests.runtimes import Engine, engine_for
+from tests.runtimes import PODS, Engine, engine_for
 
 pytestmark = pytest.mark.docker
 
@@ -53,12 +53,15 @@ class Service:
         return True
 
 
-@pytest.fixture(scope="module", params=["runc", "runsc"])
+@pytest.fixture(scope="module", params=["runc", "runsc", "pods"])
 def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
-    """One service per runtime for the module (its stop must leave no container)."""
-    engine = engine_for(request, request.param)
+    """One service per runtime for the module, and one over the pod backend's stand-in (its
+    stop must leave no container)."""
+    pods = request.param == "pods"
+    engine = engine_for(request, "runc" if pods else request.param)
     with running_service(
         engine,
+        **(PODS.env if pods else {}),
         BOXED_POOL_SIZE="1",
         BOXED_STRICT_POOL_SIZE="0",
         BOXED_MAX_SESSIONS="40",

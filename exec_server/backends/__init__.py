@@ -35,6 +35,30 @@ def _docker_container(settings: Settings) -> SandboxBackend:
     return DockerBackend(settings, reuse=False)
 
 
+def _kubernetes_process(settings: Settings) -> SandboxBackend:
+    from .kubernetes import kubernetes_backend
+
+    return kubernetes_backend(settings, reuse=True)
+
+
+def _kubernetes_container(settings: Settings) -> SandboxBackend:
+    from .kubernetes import kubernetes_backend
+
+    return kubernetes_backend(settings, reuse=False)
+
+
+def _docker_pods_process(settings: Settings) -> SandboxBackend:
+    from .docker_pods import DockerPodBackend
+
+    return DockerPodBackend(settings, reuse=True)
+
+
+def _docker_pods_container(settings: Settings) -> SandboxBackend:
+    from .docker_pods import DockerPodBackend
+
+    return DockerPodBackend(settings, reuse=False)
+
+
 def _fake(settings: Settings) -> SandboxBackend:
     from .fake import FakeBackend
 
@@ -44,6 +68,11 @@ def _fake(settings: Settings) -> SandboxBackend:
 BACKENDS: dict[str, Callable[[Settings], SandboxBackend]] = {
     "docker-process": _docker_process,
     "docker-container": _docker_container,
+    # Sandbox pods (pods.py): in a cluster, and the Docker stand-in CI runs.
+    "kubernetes": _kubernetes_process,
+    "kubernetes-container": _kubernetes_container,
+    "docker-pods": _docker_pods_process,
+    "docker-pods-container": _docker_pods_container,
     "fake": _fake,
 }
 

@@ -35,7 +35,7 @@ from ..guest.protocol import pop_frames
 from ..image_labels import sandbox_versions
 from ..settings import Settings
 from .base import BackendHealth, SandboxError, SessionSpec
-from .supervised import SupervisedSandbox
+from .supervised import SupervisedSandbox, supervisor_config
 
 log = logging.getLogger("boxed.docker")
 SERVICE_LABEL = "boxed.service"
@@ -234,23 +234,9 @@ class DockerBackend:
 
     # -- the container's make-up ----------------------------------------------------------------
     def command(self, session: SessionSpec | None = None) -> list[str]:
-        s = self.settings
-        uid, _, gid = s.sandbox_user.partition(":")
-        config = {
-            "preload": s.preload_modules,
-            "uid": int(uid),
-            "gid": int(gid or uid),
-            "output_cap": s.output_max_bytes,
-            "nofile": s.nofile,
-            "fsize": s.tmpfs_mb * 1024 * 1024,  # as the tmpfs: one file can fill it, no more
-            "cpus": s.cpus,
-            "nproc": self.child_nproc,
-            "reuse": self.reuses_sandboxes,  # diagnostics only: the host decides reuse
-        }
-        if session is not None:  # the session program instead of the one-shot supervisor
-            config["program"] = "session"
-            config["preload"] = []  # no zygote: the interpreter imports what it uses once
-            config["session"] = {"memory_mb": session.memory_mb, "cpu_budget": session.cpu_budget}
+        config = supervisor_config(
+            self.settings, reuse=self.reuses_sandboxes, nproc=self.child_nproc, session=session
+        )
         sources = json.dumps(module_sources())
         return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, json.dumps(config)]
 

@@ -29,8 +29,9 @@ from ..guest.protocol import (
     request,
     snippet_body,
 )
+from ..settings import Settings
 from ..verdict import Observation, SnippetResult, Status
-from .base import Job, SandboxError
+from .base import Job, SandboxError, SessionSpec
 
 log = logging.getLogger("boxed.supervised")
 REPORT_GRACE = 10.0  # the supervisor stops runs itself (a bomb's sweep can take a few seconds
@@ -80,6 +81,31 @@ def needs_preload(code: str) -> bool:
         if any(name.startswith("importlib") for name in names):
             return True
     return False
+
+
+def supervisor_config(
+    settings: Settings, *, reuse: bool, nproc: int | None, session: SessionSpec | None = None
+) -> dict[str, Any]:
+    """The guest program's configuration (``guest/supervisor.py``, or ``guest/session.py``
+    for a ``session``), the same for every backend; ``nproc``: the child's RLIMIT_NPROC where
+    the sandbox has a kernel of its own (gVisor)."""
+    uid, _, gid = settings.sandbox_user.partition(":")
+    config = {
+        "preload": settings.preload_modules,
+        "uid": int(uid),
+        "gid": int(gid or uid),
+        "output_cap": settings.output_max_bytes,
+        "nofile": settings.nofile,
+        "fsize": settings.tmpfs_mb * 1024 * 1024,  # as the tmpfs: one file can fill it, no more
+        "cpus": settings.cpus,
+        "nproc": nproc,
+        "reuse": reuse,  # diagnostics only: the host decides reuse
+    }
+    if session is not None:  # the session program instead of the one-shot supervisor
+        config["program"] = "session"
+        config["preload"] = []  # no zygote: the interpreter imports what it uses once
+        config["session"] = {"memory_mb": session.memory_mb, "cpu_budget": session.cpu_budget}
+    return config
 
 
 class SupervisorGone(SandboxError):

@@ -41,6 +41,7 @@ refuses ``PR_SET_CHILD_SUBREAPER``), and its death ends every process in the con
 
 import ctypes
 import errno
+import functools
 import gc
 import json
 import math
@@ -50,6 +51,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import sys
 import time
 
@@ -102,6 +104,25 @@ NET_COUNTERS = ("/proc/net/snmp", "/proc/net/snmp6", "/proc/net/netstat", "/proc
 SOCKSTAT = ("/proc/net/sockstat", "/proc/net/sockstat6")
 SOCKSTAT_PER_NAMESPACE = (b"used", b"inuse", b"tw")
 INET_SOCKETS = ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6")
+# Served over the network (listener.py), the only counters compared (see _local_use): by
+# protocol in /proc/net/snmp, by name in /proc/net/snmp6.
+LOCAL_USE = {
+    b"Tcp": (b"ActiveOpens", b"PassiveOpens", b"AttemptFails", b"CurrEstab"),
+    b"Udp": (b"InDatagrams", b"OutDatagrams", b"RcvbufErrors", b"SndbufErrors"),
+    b"UdpLite": (b"InDatagrams", b"OutDatagrams", b"RcvbufErrors", b"SndbufErrors"),
+    b"Icmp": (b"OutEchos",),
+}
+LOCAL_USE6 = frozenset(
+    {
+        b"Udp6InDatagrams",
+        b"Udp6OutDatagrams",
+        b"Udp6RcvbufErrors",
+        b"Udp6SndbufErrors",
+        b"UdpLite6InDatagrams",
+        b"UdpLite6OutDatagrams",
+        b"Icmp6OutEchos",
+    }
+)
 M_ARENA_MAX = -8
 THREAD_STACK = 4 * 1024 * 1024
 SYSV_FILES = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
@@ -541,7 +562,8 @@ class _Counters:
         return usage - sum(int(stat.get(prefix + kind, 0)) for kind in kinds)
 
     def net_counters(self):
-        return [_read_at_start(fd) for fd in self.net]
+        texts = [_read_at_start(fd) for fd in self.net]
+        return _local_use(texts) if _own_connection() else texts
 
     def socket_counts(self):
         """The namespace's own socket counts from sockstat: ((protocol, key, value), ...)."""
@@ -560,8 +582,10 @@ class _Counters:
     def sockets_listed(self):
         """Where there is no sockstat: the sockets each inet table lists (less its header)."""
         found = []
+        own = _own_connection()  # not a socket left: the one this supervisor is served over
         for fd, path in self.inet:
-            left = _read_at_start(fd).count(b"\n") - 1
+            rows = [tuple(line.split()[1:3]) for line in _read_at_start(fd).splitlines()[1:]]
+            left = sum(row not in own for row in rows)
             if left > 0:
                 found.append(f"{left} sockets left in {path}")
         return found
@@ -571,6 +595,52 @@ class _Counters:
             return []
         lines = _read_at_start(self.unix).splitlines()[1:]
         return [fields[7] for fields in map(bytes.split, lines) if len(fields) > 7]
+
+
+def _socket_key(address):
+    """A socket address as /proc/net/tcp* writes it: the address's 32-bit words, each in host
+    byte order (little-endian here), in hex, then the port."""
+    host, port = address[0], address[1]
+    packed = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+    words = "".join(packed[i : i + 4][::-1].hex().upper() for i in range(0, len(packed), 4))
+    return f"{words}:{port:04X}".encode()
+
+
+@functools.cache
+def _own_connection():
+    """Both ends of the TCP connection this supervisor is served over (``listener.py``), as
+    (local, remote) pairs of /proc/net/tcp*; empty when its stdin is no socket (Docker's
+    attach stream is a pipe)."""
+    if not stat.S_ISSOCK(os.fstat(0).st_mode):
+        return frozenset()
+    sock = socket.socket(fileno=os.dup(0))
+    try:
+        here, there = _socket_key(sock.getsockname()), _socket_key(sock.getpeername())
+    except (OSError, ValueError):
+        return frozenset()
+    finally:
+        sock.close()
+    return frozenset({(here, there), (there, here)})  # the host's end may be listed here too
+
+
+def _local_use(texts):
+    """Of the network counters, those that move only when a process of the sandbox opens,
+    sends on or receives on a socket of its own (raw and packet sockets need capabilities the
+    snippet lacks). Served over the network, the host's own connection and what the cluster
+    sends the pod (probes, refused connections) move the traffic counters all the time."""
+    kept = []
+    for text in texts:
+        lines = text.splitlines()
+        if not lines or lines[0].startswith(b"Inter-"):  # /proc/net/dev: traffic only
+            continue
+        if lines[0].split(b" ", 1)[0].endswith(b":"):  # snmp, netstat: names, then values
+            for names, values in zip(lines[::2], lines[1::2], strict=False):
+                proto, *fields = names.split()
+                row = dict(zip(fields, values.split()[1:], strict=False))
+                kept += [(proto, name, row.get(name)) for name in LOCAL_USE.get(proto[:-1], ())]
+        else:  # snmp6: a name and a value per line
+            kept += [line for line in lines if line.partition(b" ")[0] in LOCAL_USE6]
+    return kept
 
 
 def _open_named(paths):
