@@ -35,7 +35,7 @@ from ..guest.protocol import pop_frames
 from ..image_labels import sandbox_versions
 from ..settings import Settings
 from .base import BackendHealth, SandboxError, SessionSpec
-from .supervised import SupervisedSandbox, supervisor_config
+from .supervised import SupervisedSandbox, close_socket, socket_open, supervisor_config
 
 log = logging.getLogger("boxed.docker")
 SERVICE_LABEL = "boxed.service"
@@ -118,13 +118,7 @@ class AttachStream:
         return self._diagnostics.decode(errors="replace").strip()
 
     def is_alive(self) -> bool:
-        """An idle supervisor sends nothing; end of stream means the container went away."""
-        try:
-            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
+        return socket_open(self.sock)
 
     async def close_input(self) -> None:
         """End the supervisor's stdin (the container is made with ``stdin_once``)."""
@@ -143,13 +137,7 @@ class AttachStream:
             pass
 
     def close(self) -> None:
-        # shutdown() first: close() alone leaves the descriptor open while docker-py's SocketIO
-        # still refers to it, and the engine keeps blocking on a stream nobody reads.
-        for step in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
-            try:
-                step()
-            except OSError:
-                pass
+        close_socket(self.sock)
 
 
 class DockerSandbox(SupervisedSandbox):
@@ -311,14 +299,7 @@ class DockerBackend:
         memory_mb = memory_mb or self.settings.memory_mb_default
         room = memory_mb if self.resizable else self.settings.memory_mb_max
         container_id, sock = await self._call(self._create_and_start, room)
-        sandbox = DockerSandbox(self, container_id, AttachStream(sock), memory_mb)
-        try:
-            await sandbox.wait_ready(WARMUP_TIMEOUT)
-        except BaseException:
-            sandbox.stream.close()
-            await asyncio.shield(self.remove(container_id))
-            raise
-        return sandbox
+        return await self._ready(DockerSandbox(self, container_id, AttachStream(sock), memory_mb))
 
     async def create_session(self, spec: SessionSpec) -> DockerSandbox:
         """A container of its own running the session program (``guest/session.py``), with
@@ -328,11 +309,15 @@ class DockerBackend:
         # Discarded like a used one-shot container: its stdin closes first, and the session
         # program exits by itself (an exited container is removed faster).
         sandbox.reusable = False
+        return await self._ready(sandbox)
+
+    async def _ready(self, sandbox: DockerSandbox) -> DockerSandbox:
+        """The sandbox once its supervisor says ready; removed if it never does."""
         try:
             await sandbox.wait_ready(WARMUP_TIMEOUT)
         except BaseException:
             sandbox.stream.close()
-            await asyncio.shield(self.remove(container_id))
+            await asyncio.shield(self.remove(sandbox.id))
             raise
         return sandbox
 

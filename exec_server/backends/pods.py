@@ -26,7 +26,7 @@ from ..guest.listener import GREETING, NONCE_SIZE, PROOF_SIZE, SANDBOX, SERVICE,
 from ..settings import Settings
 from ..verdict import SnippetResult
 from .base import BackendHealth, SandboxError, SessionSpec
-from .supervised import SupervisedSandbox, supervisor_config
+from .supervised import SupervisedSandbox, close_socket, socket_open, supervisor_config
 
 log = logging.getLogger("boxed.pods")
 HANDSHAKE_TIMEOUT = 5.0
@@ -102,20 +102,10 @@ class SocketStream:
         return "see the pod's log"
 
     def is_alive(self) -> bool:
-        """An idle supervisor sends nothing; end of stream means the pod went away."""
-        try:
-            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
+        return socket_open(self.sock)
 
     def close(self) -> None:
-        for step in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
-            try:
-                step()
-            except OSError:
-                pass
+        close_socket(self.sock)
 
 
 async def open_session(stream: SocketStream, key: bytes, bootstrap: bytes) -> None:

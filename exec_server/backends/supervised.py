@@ -13,6 +13,7 @@ import ast
 import asyncio
 import json
 import logging
+import socket
 import sys
 from typing import Any, Protocol
 
@@ -106,6 +107,28 @@ def supervisor_config(
         config["preload"] = []  # no zygote: the interpreter imports what it uses once
         config["session"] = {"memory_mb": session.memory_mb, "cpu_budget": session.cpu_budget}
     return config
+
+
+def socket_open(sock: socket.socket) -> bool:
+    """Whether a supervisor's socket is still open: an idle supervisor sends nothing, so any
+    byte waiting means it lives, and end of stream means its sandbox went away."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def close_socket(sock: socket.socket) -> None:
+    """Shut a supervisor's socket down, then close it: close() alone leaves the descriptor open
+    while another object (docker-py's SocketIO) still refers to it, and the other end keeps
+    blocking on a stream nobody reads."""
+    for step in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):
+        try:
+            step()
+        except OSError:
+            pass
 
 
 class SupervisorGone(SandboxError):
