@@ -177,6 +177,28 @@ def test_the_service_needs_only_pod_rights_in_the_sandbox_namespace(overlay: str
     assert api_key["valueFrom"]["secretKeyRef"]["name"] == "boxed-api-key"
 
 
+def test_tls_ends_at_the_ingress_and_reaches_the_service_port() -> None:
+    """The ingress overlay adds only the Ingress: TLS with its certificate Secret, every path
+    to the Service's named port, which the service's NetworkPolicy admits."""
+    objects = render("gvisor-ingress-tls")
+    ingress = find(objects, "Ingress", "boxed")
+    (tls,) = ingress["spec"]["tls"]
+    (rule,) = ingress["spec"]["rules"]
+    assert tls["secretName"] == "boxed-tls" and rule["host"] in tls["hosts"]
+    (path,) = rule["http"]["paths"]
+    assert path["path"] == "/" and path["backend"]["service"]["name"] == "boxed"
+    port_name = path["backend"]["service"]["port"]["name"]
+    service = find(objects, "Service", "boxed")
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == port_name]
+    policy = find(objects, "NetworkPolicy", "service")
+    admitted = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+    assert port["port"] in admitted
+    others = {(o["kind"], o["metadata"]["name"]) for o in render("gvisor")}
+    added = {(o["kind"], o["metadata"]["name"]) for o in objects} - others
+    assert added == {("Ingress", "boxed")}
+    assert "Ingress" not in {o["kind"] for o in render("gvisor")}
+
+
 def test_gvisor_overlay_uses_its_runtime_class() -> None:
     objects = render("gvisor")
     runtime_class = find(objects, "RuntimeClass", "gvisor")
