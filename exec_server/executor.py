@@ -26,6 +26,7 @@ from .settings import MIN_MEMORY_MB, Isolation, Settings
 from .verdict import Limit, RunLimits, SnippetResult, Status
 
 log = logging.getLogger("boxed.executor")
+STOP_REMOVAL_SECONDS = 20.0  # at stop, the longest wait for the engine to remove sandboxes
 
 __all__ = ["Executor", "Overloaded", "RequestError", "ServiceUnavailable", "resolve_limits"]
 
@@ -230,10 +231,30 @@ class Executor:
         await self.sessions.close_all()
         for pool in self.pools.values():
             await pool.stop()
-        if self.health.up:
-            await self.reap(everything=True)
+        if self.health.up or (await self.backend.health()).up:
+            await self.remove_everything()
         for pool in self.pools.values():
             await pool.backend.close()
+
+    async def remove_everything(self, seconds: float | None = None) -> list[str]:
+        """At stop: remove every sandbox of this instance and wait until its backends list
+        none (a removal already under way, a discard's, answers at once that it is, and the
+        sandbox is listed until it ends); what is still listed after ``seconds`` is logged."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (STOP_REMOVAL_SECONDS if seconds is None else seconds)
+        backends = {id(pool.backend): pool.backend for pool in self.pools.values()}.values()
+        while True:
+            left = []
+            for backend in backends:
+                listed = await backend.list_owned()
+                await asyncio.gather(*(backend.remove(sandbox_id) for sandbox_id in listed))
+                left += listed
+            if not left:
+                return []
+            if loop.time() > deadline:
+                log.error("sandboxes still listed after the service stopped: %s", left)
+                return left
+            await asyncio.sleep(0.25)
 
     async def _every(self, seconds: float, job: Callable[[], Awaitable[Any]]) -> None:
         while True:

@@ -362,3 +362,52 @@ def test_fake_sandboxes_implement_the_interface() -> None:
         return await FakeBackend().create_warm(256)
 
     assert isinstance(asyncio.run(scenario()), Sandbox)
+
+
+class _SlowRemovals(FakeBackend):
+    """An engine whose removals take a while: a sandbox stays listed for ``listings`` more
+    listings after it was removed (Docker lists a container while it is being removed, and a
+    second ``rm`` of it answers at once that removal is in progress)."""
+
+    def __init__(self, listings: int) -> None:
+        super().__init__()
+        self.listings = listings
+        self.going: dict[str, int] = {}
+
+    async def list_owned(self) -> list[str]:
+        for sandbox_id in list(self.going):
+            self.going[sandbox_id] -= 1
+            if self.going[sandbox_id] < 0:
+                del self.going[sandbox_id]
+        return list(self.sandboxes) + list(self.going)
+
+    async def remove(self, sandbox_id: str) -> bool:
+        if sandbox_id in self.sandboxes:
+            await super().remove(sandbox_id)
+            self.going[sandbox_id] = self.listings
+        return sandbox_id not in self.going
+
+
+def test_stop_waits_until_the_engine_lists_no_sandbox(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing is left after stop even when removals are slow: the service waits until its
+    backends list none, and names what is left when the engine never finishes."""
+    import exec_server.executor
+
+    async def scenario(listings: int) -> _SlowRemovals:
+        backend = _SlowRemovals(listings)
+        executor = _executor(backend)
+        await executor.start()
+        await _until(lambda: executor.pool.ready_count == 2)
+        await backend.create_warm(256)  # an orphan, and the two warm ones
+        await executor.stop()
+        return backend
+
+    backend = asyncio.run(scenario(listings=3))
+    assert backend.sandboxes == {} and backend.going == {} and len(backend.removed) == 3
+    monkeypatch.setattr(exec_server.executor, "STOP_REMOVAL_SECONDS", 0.3)
+    backend = asyncio.run(scenario(listings=10**6))
+    assert backend.sandboxes == {} and len(backend.going) == 3
+    assert "still listed after the service stopped" in caplog.text
+    assert all(sandbox_id in caplog.text for sandbox_id in backend.going)
