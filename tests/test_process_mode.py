@@ -568,9 +568,14 @@ def test_container_removed_mid_run_is_a_503_not_a_verdict() -> None:
 PARENT = "print(b'\"reuse\": false' in open('/proc/1/cmdline', 'rb').read())"
 
 
-# A pod's PID 1 is the listener and its configuration comes over the connection: there a fresh
-# sandbox is told by its PID 1's start time (pods run on runc, whose /proc is the host's).
-PID1_STARTED = "print(open('/proc/1/stat').read().rpartition(')')[2].split()[19])"
+# A pod's PID 1 is the listener and its configuration comes over the connection: there a
+# sandbox is told by what names its container (the cgroup path: /docker/<id> under cgroup v1),
+# with its network namespace and its PID 1's start time.
+SANDBOX_IDENTITY = (
+    "import os\n"
+    "print(open('/proc/self/cgroup').read().split(), os.readlink('/proc/self/ns/net'),"
+    " open('/proc/1/stat').read().rpartition(')')[2].split()[19])"
+)
 
 
 @pytest.mark.docker
@@ -586,7 +591,7 @@ def test_request_can_ask_for_the_stricter_mode(boxed_service: str) -> None:
         return
 
     def fresh_each_time(**fields: str) -> bool:
-        started = [run(boxed_service, PID1_STARTED, **fields)["stdout"] for _ in range(6)]
+        started = [run(boxed_service, SANDBOX_IDENTITY, **fields)["stdout"] for _ in range(6)]
         return len(set(started)) == len(started)
 
     assert fresh_each_time(isolation="container")  # always honoured
