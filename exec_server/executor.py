@@ -212,8 +212,8 @@ class Executor:
             "on" if s.api_key else "off",
         )
         await self.check_backend()
-        if self.health.up:
-            await self.reap(everything=True)
+        if self.health.up:  # what a killed process of this instance left is removed first
+            await self.remove_everything(count_as_orphans=True)
         for pool in self.pools.values():
             pool.start()
         self._tasks = [
@@ -236,25 +236,32 @@ class Executor:
         for pool in self.pools.values():
             await pool.backend.close()
 
-    async def remove_everything(self, seconds: float | None = None) -> list[str]:
-        """At stop: remove every sandbox of this instance and wait until its backends list
-        none (a removal already under way, a discard's, answers at once that it is, and the
-        sandbox is listed until it ends); what is still listed after ``seconds`` is logged."""
+    async def remove_everything(
+        self, seconds: float | None = None, count_as_orphans: bool = False
+    ) -> list[str]:
+        """At start and stop: remove every sandbox of this instance and wait until its backends
+        list none (a removal already under way, a discard's, answers at once that it is, and
+        the sandbox is listed until it ends); what is still listed after ``seconds`` is logged
+        and returned. At start, each one removed counts as an orphan reaped."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (STOP_REMOVAL_SECONDS if seconds is None else seconds)
         backends = {id(pool.backend): pool.backend for pool in self.pools.values()}.values()
+        seen: set[str] = set()
         while True:
             left = []
             for backend in backends:
                 listed = await backend.list_owned()
                 await asyncio.gather(*(backend.remove(sandbox_id) for sandbox_id in listed))
                 left += listed
-            if not left:
-                return []
-            if loop.time() > deadline:
-                log.error("sandboxes still listed after the service stopped: %s", left)
-                return left
+            seen.update(left)
+            if not left or loop.time() > deadline:
+                break
             await asyncio.sleep(0.25)
+        if count_as_orphans:
+            metrics.ORPHANS_REMOVED.inc(len(seen - set(left)))
+        if left:
+            log.error("sandboxes of this instance still listed after removal: %s", left)
+        return left
 
     async def _every(self, seconds: float, job: Callable[[], Awaitable[Any]]) -> None:
         while True:
@@ -281,8 +288,8 @@ class Executor:
                 pool.wake()
             metrics.BACKEND_UP.labels(pool.backend.name).set(1 if self.health.up else 0)
 
-    async def reap(self, everything: bool = False) -> int:
-        """Remove this instance's sandboxes that nobody owns (seen twice, or at start/stop)."""
+    async def reap(self) -> int:
+        """Remove this instance's sandboxes that nobody owns on two scans in a row."""
         unowned: set[str] = set()
         removers: dict[str, SandboxBackend] = {}
         for pool in self.pools.values():
@@ -291,11 +298,8 @@ class Executor:
             for sandbox_id in listed - owned:
                 unowned.add(sandbox_id)
                 removers[sandbox_id] = pool.backend
-        if everything:
-            doomed = unowned
-        else:
-            doomed = unowned & self._orphan_candidates  # unowned on two scans in a row
-            self._orphan_candidates = unowned - doomed
+        doomed = unowned & self._orphan_candidates
+        self._orphan_candidates = unowned - doomed
         for sandbox_id in doomed:
             if await removers[sandbox_id].remove(sandbox_id):
                 metrics.ORPHANS_REMOVED.inc()

@@ -357,6 +357,29 @@ def test_reaper_removes_only_what_stays_unowned_twice() -> None:
     asyncio.run(scenario())
 
 
+def test_start_removes_what_a_killed_process_of_the_instance_left() -> None:
+    """Before the pool fills, start-up removes every sandbox of the instance and waits until
+    the engine lists none (even while its removals take a few listings), counting each as an
+    orphan reaped."""
+    from exec_server import metrics
+
+    async def scenario() -> tuple[_SlowRemovals, set[str], float]:
+        backend = _SlowRemovals(listings=3)
+        left = {(await backend.create_warm(256)).id for _ in range(2)}
+        before = metrics.ORPHANS_REMOVED._value.get()
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            assert not left & set(await backend.list_owned())
+            await _until(lambda: executor.pool.ready_count == 2)
+        finally:
+            await executor.stop()
+        return backend, left, metrics.ORPHANS_REMOVED._value.get() - before
+
+    backend, left, counted = asyncio.run(scenario())
+    assert left <= set(backend.removed) and counted == 2
+
+
 def test_fake_sandboxes_implement_the_interface() -> None:
     async def scenario() -> Sandbox:
         return await FakeBackend().create_warm(256)
@@ -409,5 +432,5 @@ def test_stop_waits_until_the_engine_lists_no_sandbox(
     monkeypatch.setattr(exec_server.executor, "STOP_REMOVAL_SECONDS", 0.3)
     backend = asyncio.run(scenario(listings=10**6))
     assert backend.sandboxes == {} and len(backend.going) == 3
-    assert "still listed after the service stopped" in caplog.text
+    assert "still listed after removal" in caplog.text
     assert all(sandbox_id in caplog.text for sandbox_id in backend.going)

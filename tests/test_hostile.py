@@ -189,6 +189,9 @@ class Service:
         problems = []
         if running:
             problems.append(f"{running} snippets still running")
+        pool = self.client.get(f"{self.url}/readyz").json()
+        if pool["pool_ready"] < pool["pool_size"]:  # a case starts with no warm-up competing
+            problems.append(f"pool refilling: {pool['pool_ready']} of {pool['pool_size']} ready")
         if not self.rest_containers <= len(containers) <= self.rest_containers + 2:
             problems.append(f"{len(containers)} containers, {self.rest_containers} at rest")
         for p in procs:
@@ -278,7 +281,7 @@ def service(request: pytest.FixtureRequest) -> Iterator[Service]:
     svc = Service(proc, variant, engine, uid, tmpdir)
     try:
         deadline = time.monotonic() + 60  # the pool fills after /readyz already says ready
-        while len(engine.containers(proc.instance)) < POOL_SIZE:
+        while svc.client.get(f"{svc.url}/readyz").json()["pool_ready"] < POOL_SIZE:
             assert time.monotonic() < deadline, "pool never filled"
             time.sleep(0.2)
         time.sleep(2.0)

@@ -73,3 +73,30 @@ def test_the_wall_clock_limit_still_stops_code_that_sleeps() -> None:
         answer = run(service.url, "import time\ntime.sleep(30)", timeout=1, cpu_timeout=1)
     assert verdict(answer) == ("timeout", "wall", "")
     assert answer["cpu_ms"] < 500 and 1000 <= answer["duration_ms"] < 2000, answer
+
+
+# Four processes that each spin for 1.5 s of wall time: on one CPU's quota they share it.
+SPINNERS = """
+import os, time
+kids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("done")
+"""
+
+
+def test_more_busy_processes_than_cpus_use_at_most_the_quota(boxed_service: str) -> None:
+    """gVisor counts the time a task waits for a host CPU as its own (these four spinners read
+    as about 4 s there): every variant reports at most what the one-CPU quota allowed, so the
+    same code gets the same CPU time, and CPU verdict, on runc and on gVisor."""
+    answer = run(boxed_service, SPINNERS, timeout=10, cpu_timeout=5)
+    assert (answer["status"], answer["stdout"]) == ("ok", "done\n"), answer
+    assert 0.5 * answer["duration_ms"] <= answer["cpu_ms"] <= answer["duration_ms"] + 1, answer

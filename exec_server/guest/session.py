@@ -246,7 +246,10 @@ class _Interpreter:
                 killed_for = KILLED_WALL
                 break
             if now >= cpu_check:
-                left = cpu_limit - supervisor._tree_cpu_seconds(self.uid, ticks_at_start)
+                used = supervisor._tree_cpu_seconds(
+                    self.uid, ticks_at_start, cpus * (now - started)
+                )
+                left = cpu_limit - used
                 if left <= 0:
                     killed_for = KILLED_CPU
                     break
@@ -267,7 +270,9 @@ class _Interpreter:
                     killed_for = KILLED_OUTPUT
                     break
         duration_ms = (time.monotonic() - started) * 1000
-        cpu_seconds = supervisor._tree_cpu_seconds(self.uid, ticks_at_start)
+        cpu_seconds = supervisor._tree_cpu_seconds(
+            self.uid, ticks_at_start, cpus * duration_ms / 1000
+        )
         # A garbled report (the code wrote on the socket): the interpreter is ended.
         well_formed = report is not None and len(report) == 2 and max(report) <= 1
         ending = killed_for is not None or exited or not well_formed

@@ -81,7 +81,8 @@ RUN_DIR = "/tmp/run"
 PROGRAM_DIR = "/box"  # compiled programs: root's, executable (/tmp is noexec), not wiped
 WRITABLE = "/tmp"
 KILL_SECONDS = 2.0  # longest wait for SIGKILLed processes to vanish
-DRAIN_SECONDS = 1.0  # longest wait for pipe EOF once every writer is dead
+DRAIN_SECONDS = 1.0  # longest wait for pipe EOF once the child is dead
+DRAIN_TICK = 0.02  # a pipe open and quiet this long once the child is dead: a stray holds it
 MAX_TREE_DEPTH = 64
 SETUP_FAILED = 126
 PR_SET_DUMPABLE = 4
@@ -462,18 +463,32 @@ class _Run:
             self.sent[kind] += count
         return self.sent[kind] <= self.cap
 
-    def drain(self, deadline):
-        """Forward what is left in the pipes until every writer is gone (EOF)."""
+    def drain(self, deadline, uid):
+        """Forward what is left in the pipes until every writer is gone (EOF); the pids of the
+        uid found while a pipe stayed open and quiet (none: no stray was missed).
+
+        The child is reaped by now and a dead process holds no descriptor, so a pipe still open
+        is held by a live process of the uid: one forked while the first kill went round (no
+        kernel promises that a group kill races no fork; gVisor's does not), or one the process
+        list showed as a zombie. Each quiet tick kills the uid's processes again instead of
+        waiting the whole deadline for them."""
         for fd in list(self.kinds):
             os.set_blocking(fd, False)
-        while self.kinds and time.monotonic() < deadline:
-            readable, _, _ = select.select(list(self.kinds), [], [], deadline - time.monotonic())
+        found = set()
+        while self.kinds and (now := time.monotonic()) < deadline:
+            readable, _, _ = select.select(
+                list(self.kinds), [], [], min(deadline - now, DRAIN_TICK)
+            )
+            if not readable:
+                found |= set(_snippet_processes(uid))
+                _kill_uid(uid)
             for fd in readable:
                 try:
                     if not self.forward(fd):
                         self.close(fd)
                 except BlockingIOError:
                     continue
+        return found
 
     def close(self, fd):
         if self.kinds.pop(fd, None) is not None:
@@ -730,9 +745,22 @@ def _kill_all(uid):
         time.sleep(0.001)
 
 
-def _tree_cpu_seconds(uid, ticks_at_start):
-    """CPU time of the snippet's processes so far, less what they had at the start."""
-    return max(_cpu_ticks(_snippet_processes(uid)) - ticks_at_start, 0) / CLOCK_TICKS
+def _tree_cpu_seconds(uid, ticks_at_start, ceiling):
+    """CPU time of the snippet's processes so far, less what they had at the start, at most
+    ``ceiling`` (see ``_physical_cpu``)."""
+    return _physical_cpu(
+        max(_cpu_ticks(_snippet_processes(uid)) - ticks_at_start, 0) / CLOCK_TICKS, ceiling
+    )
+
+
+def _physical_cpu(seconds, ceiling):
+    """``seconds`` of counted CPU time, at most ``ceiling``: the container's CPU quota times the
+    wall time, all the CPU its processes can have had. gVisor counts a task's time in the
+    application even while the host has it waiting for a CPU, so with more busy processes than
+    CPUs it counts several times what they got (a fork bomb: 100 s of CPU in 3 s of wall time);
+    runc's kernel counts what they got, which the quota bounds (to within the scheduler's
+    slack). Capped, the same code gets the same CPU time, and CPU verdict, on both."""
+    return min(seconds, ceiling)
 
 
 class _ChildExits:
@@ -786,7 +814,7 @@ def _serve_one(header, child, config, exits, counters):
             killed_for = KILLED_WALL
             break
         if now >= cpu_check:
-            left = cpu_limit - _tree_cpu_seconds(uid, ticks_at_start)
+            left = cpu_limit - _tree_cpu_seconds(uid, ticks_at_start, cpus * (now - started))
             if left <= 0:
                 killed_for = KILLED_CPU
                 break
@@ -802,26 +830,30 @@ def _serve_one(header, child, config, exits, counters):
                 killed_for = KILLED_OUTPUT
                 break
     duration_ms = (time.monotonic() - started) * 1000
+    if killed_for:
+        try:  # its own session and group first, in one call: a fork bomb stops spinning before
+            os.killpg(pid, signal.SIGKILL)  # the process list is read (gVisor reads it slowly)
+        except ProcessLookupError:
+            pass
     # Whatever the snippet left running is a stray: it is killed now, before anything else.
     others = _snippet_processes(uid)
     strays = [p for p, alive in others.items() if p != pid and alive]
-    stray_ticks = _cpu_ticks(p for p in others if p != pid)
-    if killed_for:
-        try:
-            os.killpg(pid, signal.SIGKILL)  # its own session and group first, in one call
-        except ProcessLookupError:
-            pass
     if killed_for or strays:
         _kill_uid(uid)  # then everything else of its uid, wherever it moved to
+    stray_ticks = _cpu_ticks(p for p in others if p != pid)  # a killed process's stay readable
     wait_status, usage = child.wait()
-    run.drain(time.monotonic() + DRAIN_SECONDS)
+    missed = run.drain(time.monotonic() + DRAIN_SECONDS, uid) - {pid}
+    if missed and not strays:
+        strays = sorted(missed)  # held a pipe open: alive, whatever the process list said
     run.close_all()
     if run.over_cap and not killed_for:
         killed_for = KILLED_OUTPUT  # it flooded and exited before we read past the cap
     exit_code = os.waitstatus_to_exitcode(wait_status)
     if exit_code < 0:
         exit_code = 128 - exit_code  # as a shell reports a signal death
-    cpu_seconds = usage.ru_utime + usage.ru_stime + stray_ticks / CLOCK_TICKS
+    cpu_seconds = _physical_cpu(
+        usage.ru_utime + usage.ru_stime + stray_ticks / CLOCK_TICKS, cpus * duration_ms / 1000
+    )
     if killed_for is None and exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL):
         if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
             killed_for = KILLED_CPU
