@@ -2,7 +2,10 @@
 
 Built for RL environments that call the service thousands of times a minute:
 
-* one pooled ``httpx`` client per :class:`Client` for its whole life (no connection per call);
+* pooled ``httpx`` clients per :class:`Client` for its whole life (no connection per call),
+  at most 16 connections each, taken in turn: httpcore does work in proportion to a pool's
+  connections on every request, so one pool of 64 busy connections cost 5.8-6.8 ms of CPU per
+  request here against 1.6 ms for four pools of 16;
 * a client-side concurrency cap, so a burst of rollouts queues here instead of flooding the server;
 * retries with jittered exponential backoff on transport errors and on 429/502/503/504, honouring
   ``Retry-After`` -- never on the code's own failures (a 200 with ``status="error"`` is a
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import os
 import random
 import threading
@@ -294,6 +298,9 @@ def _score_body(
     raise TypeError("score() needs a record, or response= and answer=")
 
 
+CONNECTIONS_PER_POOL = 16  # connections of one httpx client (see the module docstring)
+
+
 class _Base:
     """Configuration, URL choice and the retry policy, shared by the sync and async clients.
 
@@ -324,7 +331,8 @@ class _Base:
             api_key: sent as ``Authorization: Bearer``; default ``$BOXED_API_KEY``.
             tenant: sent as ``X-Boxed-Tenant``, the queue this client's requests wait in
                 (the server queues tenants fairly); default ``$BOXED_TENANT``.
-            max_concurrency: requests in flight at once from this client (also the pool size).
+            max_concurrency: requests in flight at once from this client (also the connections
+                it keeps, in pools of at most 16).
             connect_timeout: seconds to open a connection; short, so dead URLs fail fast.
             read_timeout: seconds to wait for an answer; for ``execute`` with a ``timeout`` it is
                 raised to ``timeout + read_margin`` so the wait always outlasts the snippet
@@ -354,9 +362,11 @@ class _Base:
         tenant = tenant if tenant is not None else os.environ.get("BOXED_TENANT")
         if tenant:
             self._headers["X-Boxed-Tenant"] = tenant
+        per_pool = min(max_concurrency, CONNECTIONS_PER_POOL)
+        self._pools = -(-max_concurrency // per_pool)  # httpx clients, used in turn
         self._limits = httpx.Limits(
-            max_connections=max_concurrency,
-            max_keepalive_connections=max_concurrency,
+            max_connections=per_pool,
+            max_keepalive_connections=per_pool,
             keepalive_expiry=30.0,
         )
         self._lock = threading.Lock()
@@ -605,7 +615,10 @@ class Client(_Base):
 
     def _open(self) -> None:
         self._slot = threading.BoundedSemaphore(self.max_concurrency)
-        self._http = httpx.Client(headers=self._headers, limits=self._limits)
+        self._clients = [
+            httpx.Client(headers=self._headers, limits=self._limits) for _ in range(self._pools)
+        ]
+        self._turns = itertools.cycle(self._clients)  # next() holds the GIL: thread-safe
 
     def __enter__(self) -> Client:
         return self
@@ -614,7 +627,8 @@ class Client(_Base):
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        for http in self._clients:
+            http.close()
 
     def _request(
         self, method: str, path: str, body: Any = None, read_timeout: float | None = None
@@ -627,7 +641,7 @@ class Client(_Base):
             url, timeout = attempts.next()
             try:
                 with self._slot:
-                    response = self._http.request(
+                    response = next(self._turns).request(
                         attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
                     )
             except httpx.TransportError as exc:
@@ -776,7 +790,7 @@ class Client(_Base):
 
     def _probe(self, url: str, end: float) -> str | None:
         try:
-            response = self._http.get(url + "/readyz", timeout=_probe_timeout(self, end))
+            response = next(self._turns).get(url + "/readyz", timeout=_probe_timeout(self, end))
         except httpx.TransportError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None if response.status_code == 200 else f"{response.status_code}: {response.text}"
@@ -900,7 +914,11 @@ class AsyncClient(_Base):
 
     def _open(self) -> None:
         self._slot = asyncio.Semaphore(self.max_concurrency)
-        self._http = httpx.AsyncClient(headers=self._headers, limits=self._limits)
+        self._clients = [
+            httpx.AsyncClient(headers=self._headers, limits=self._limits)
+            for _ in range(self._pools)
+        ]
+        self._turns = itertools.cycle(self._clients)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __aenter__(self) -> AsyncClient:
@@ -910,7 +928,7 @@ class AsyncClient(_Base):
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await asyncio.gather(*(http.aclose() for http in self._clients))
 
     def _check_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -934,7 +952,7 @@ class AsyncClient(_Base):
             url, timeout = attempts.next()
             try:
                 async with self._slot:
-                    response = await self._http.request(
+                    response = await next(self._turns).request(
                         attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
                     )
             except httpx.TransportError as exc:
@@ -1069,7 +1087,8 @@ class AsyncClient(_Base):
 
     async def _probe(self, url: str, end: float) -> str | None:
         try:
-            response = await self._http.get(url + "/readyz", timeout=_probe_timeout(self, end))
+            http = next(self._turns)
+            response = await http.get(url + "/readyz", timeout=_probe_timeout(self, end))
         except httpx.TransportError as exc:
             return f"{type(exc).__name__}: {exc}"
         return None if response.status_code == 200 else f"{response.status_code}: {response.text}"

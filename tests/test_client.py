@@ -507,6 +507,30 @@ def test_async_concurrency_cap_respected(live: tuple[LiveServer, LiveServer]) ->
     assert a.fake.max_in_flight == 4
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_cap_above_one_pool_is_reached_over_several(
+    live: tuple[LiveServer, LiveServer], kind: str
+) -> None:
+    """Connections are kept in pools of 16 (httpx's cost per request grows with a pool's busy
+    connections): a cap of 40 still has 40 requests in flight, spread over three pools."""
+    a = live[0]
+    codes = [f"#sleep:0.3:{kind}{i}" for i in range(80)]
+    if kind == "sync":
+        with Client(a.url, max_concurrency=40) as client:
+            assert len(client._clients) == 3
+            results = client.execute_many(codes)
+    else:
+
+        async def main() -> list[ExecuteResult]:
+            async with AsyncClient(a.url, max_concurrency=40) as client:
+                assert len(client._clients) == 3
+                return await asyncio.gather(*(client.execute(code) for code in codes))
+
+        results = asyncio.run(main())
+    assert [r.stdout for r in results] == [f"{code}\n" for code in codes]
+    assert a.fake.max_in_flight == 40
+
+
 def test_execute_many_keeps_order_and_every_result(live: tuple[LiveServer, LiveServer]) -> None:
     a, b = live
     items: list[Any] = [f"#sleep:{0.05 * (i % 3)}:{i}" for i in range(9)]
