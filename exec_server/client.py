@@ -4,8 +4,8 @@ Built for RL environments that call the service thousands of times a minute:
 
 * pooled ``httpx`` clients per :class:`Client` for its whole life (no connection per call),
   at most 16 connections each, taken in turn: httpcore does work in proportion to a pool's
-  connections on every request, so one pool of 64 busy connections cost 5.8-6.8 ms of CPU per
-  request here against 1.6 ms for four pools of 16;
+  busy connections on every request, so one pool of 64 cost the client 11-19 ms of CPU per
+  request here against about 2 ms for four pools of 16 (``bench/bench_client.py``);
 * a client-side concurrency cap, so a burst of rollouts queues here instead of flooding the server;
 * retries with jittered exponential backoff on transport errors and on 429/502/503/504, honouring
   ``Retry-After`` -- never on the code's own failures (a 200 with ``status="error"`` is a
