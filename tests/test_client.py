@@ -514,7 +514,7 @@ def test_a_cap_above_one_pool_is_reached_over_several(
     """Connections are kept in pools of 16 (httpx's cost per request grows with a pool's busy
     connections): a cap of 40 still has 40 requests in flight, spread over three pools."""
     a = live[0]
-    codes = [f"#sleep:0.3:{kind}{i}" for i in range(80)]
+    codes = [f"#sleep:0.5:{kind}{i}" for i in range(80)]
     if kind == "sync":
         with Client(a.url, max_concurrency=40) as client:
             assert len(client._clients) == 3

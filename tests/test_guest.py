@@ -6,9 +6,12 @@ them is tested through the service in both isolation modes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
+
+import pytest
 
 from exec_server.guest import GUEST_DIR, MODULES, module_sources
 from exec_server.guest.protocol import (
@@ -195,3 +198,64 @@ def test_an_uncaught_memory_error_is_reported_with_the_failure() -> None:
 def test_sys_exit_ends_the_interpreter_with_its_status() -> None:
     answers, status, out, _ = run_session([("print('bye')\nimport sys\nsys.exit(7)", "")])
     assert answers == [[]] and status == 7 and out == "bye\n"
+
+
+DRAIN_PROBE = r"""
+import json, os, random, sys, time
+from exec_server.guest import supervisor
+
+class Child:  # what _Run needs of a child: its pipe ends, closed once
+    def __init__(self):
+        (self.out_r, out_w), (self.err_r, err_w) = os.pipe(), os.pipe()
+        self.writers = (out_w, err_w)
+    def close(self, fd):
+        os.close(fd)
+
+uid, stray_lives = random.randint(40000, 49999), sys.argv[1] == "stray"
+child = Child()
+pid = os.fork()
+if pid == 0:  # holds both write ends, as a process the first kill missed would
+    os.setgid(uid)
+    os.setuid(uid)
+    os.write(child.writers[0], b"out")
+    if stray_lives:
+        time.sleep(30)
+    os._exit(0)
+for fd in child.writers:
+    os.close(fd)
+if not stray_lives:
+    os.waitpid(pid, 0)
+run = supervisor._Run(child, 1 << 20)
+started = time.monotonic()
+found = run.drain(started + supervisor.DRAIN_SECONDS, uid)
+elapsed = time.monotonic() - started
+_, status = os.waitpid(pid, 0) if stray_lives else (pid, 0)
+print(json.dumps({"elapsed": elapsed, "found": sorted(found) == [pid], "none": not found,
+                  "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9,
+                  "open": len(run.kinds), "sent": run.sent[supervisor.OUTPUT]}))
+"""
+
+
+def drain_probe(case: str) -> dict:
+    if os.geteuid() != 0:
+        pytest.fail("the drain probe needs root (to run its stray as a uid of its own)")
+    out = subprocess.run(
+        [sys.executable, "-c", DRAIN_PROBE, case], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_pipe_held_open_after_the_child_is_a_stray_killed_at_the_next_quiet_tick() -> None:
+    """The drain does not wait its whole second for a process the first kill missed: a pipe
+    open and quiet for a tick is a live holder's, and the uid's processes are killed again."""
+    found = drain_probe("stray")
+    assert found["found"] and found["killed"], found
+    assert found["open"] == 0 and found["sent"] == 3, found  # what it wrote was still read
+    assert found["elapsed"] < 0.5, found
+
+
+def test_a_drain_with_every_writer_gone_ends_at_once_and_finds_no_stray() -> None:
+    found = drain_probe("gone")
+    assert found["none"] and found["open"] == 0 and found["sent"] == 3, found
+    assert found["elapsed"] < 0.2, found
