@@ -23,7 +23,7 @@ from .pool import WarmPool
 from .request_errors import RequestError, ServiceUnavailable
 from .runs import CompileFailed, Runs
 from .settings import MIN_MEMORY_MB, Isolation, Settings
-from .verdict import Limit, RunLimits, SnippetResult, Status
+from .verdict import RunLimits, SnippetResult, Status
 
 log = logging.getLogger("boxed.executor")
 STOP_REMOVAL_SECONDS = 20.0  # at stop, the longest wait for the engine to remove sandboxes
@@ -371,14 +371,8 @@ class Executor:
                     return compile_error_response(failed.result, request_id)
                 result = await runs.run(req.input, limits, more=False)
             metrics.QUEUE_SECONDS.observe(time.monotonic() - started - result.duration_ms / 1000)
-        metrics.RUN_SECONDS.observe(result.duration_ms / 1000)
+        metrics.observe_run(result)
         metrics.TOTAL_SECONDS.observe(time.monotonic() - started)
-        if result.cpu_ms is not None:
-            metrics.CPU_SECONDS.observe(result.cpu_ms / 1000)
-        if result.status is Status.TIMEOUT and result.limit is not None:
-            metrics.TIMEOUTS.labels(result.limit.value).inc()
-        elif result.limit is Limit.MEMORY:
-            metrics.OOM_KILLS.inc()
         response = to_response(result, request_id)
         if compiled is not None:
             response.compile = compile_info(compiled)

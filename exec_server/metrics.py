@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from .verdict import Limit, SnippetResult, Status
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 REQUESTS = Counter(
@@ -48,3 +50,14 @@ RESULT_CACHE = Counter(
     ["route", "outcome"],
 )
 RESULT_CACHE_ENTRIES = Gauge("boxed_result_cache_entries", "Answers kept in the result cache.")
+
+
+def observe_run(result: SnippetResult) -> None:
+    """Count one run's time, CPU and the limit that ended it (one-shot and session calls)."""
+    RUN_SECONDS.observe(result.duration_ms / 1000)
+    if result.cpu_ms is not None:
+        CPU_SECONDS.observe(result.cpu_ms / 1000)
+    if result.status is Status.TIMEOUT and result.limit is not None:
+        TIMEOUTS.labels(result.limit.value).inc()
+    elif result.limit is Limit.MEMORY:
+        OOM_KILLS.inc()

@@ -35,7 +35,7 @@ from .backends.base import (
 from .executor import RequestError, ServiceUnavailable, resolve_limits, to_response
 from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
 from .settings import MIN_MEMORY_MB, Settings
-from .verdict import Limit, NotAVerdict, SnippetResult, Status, decide
+from .verdict import NotAVerdict, SnippetResult, Status, decide
 
 log = logging.getLogger("boxed.sessions")
 GONE_KEPT = 10_000  # lost and expired sessions remembered, to answer 410 rather than 404
@@ -337,7 +337,7 @@ class SessionManager:
         if session.sandbox.ended or result.status not in LIVE:
             lost = lost_reason(result)
             self._lose(session, lost, result.status.value)
-        _observe(result)
+        metrics.observe_run(result)
         answer = to_response(result, request_id)
         return SessionExecuteResponse(
             **answer.model_dump(),
@@ -380,13 +380,3 @@ class SessionManager:
         for session in list(self._open.values()):
             self._forget(session, "expired: the service stopped")
         await self.drain()
-
-
-def _observe(result: SnippetResult) -> None:
-    metrics.RUN_SECONDS.observe(result.duration_ms / 1000)
-    if result.cpu_ms is not None:
-        metrics.CPU_SECONDS.observe(result.cpu_ms / 1000)
-    if result.status is Status.TIMEOUT and result.limit is not None:
-        metrics.TIMEOUTS.labels(result.limit.value).inc()
-    elif result.limit is Limit.MEMORY:
-        metrics.OOM_KILLS.inc()
