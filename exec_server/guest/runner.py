@@ -110,6 +110,30 @@ def _write_files(files):
         os.close(fd)
 
 
+def print_traceback(exc):
+    """Print the traceback of ``exc``, raised by the exec'd code, as the interpreter prints it:
+    without this module's frame, the last sys.tracebacklimit (1000) entries, none at 0
+    (printing all of a 200,000-frame recursion takes seconds)."""
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    depth = getattr(sys, "tracebacklimit", 1000)
+    depth = depth if isinstance(depth, int) else 1000
+    try:
+        import traceback  # preloaded by the supervisor: no import cost here
+
+        traceback.print_exception(type(exc), exc, tb if depth > 0 else None, limit=-depth)
+    except BaseException:  # noqa: BLE001 - e.g. no memory left to format it
+        _write_last_line(exc)
+
+
+def flush_std_streams():
+    """Flush stdout and stderr; a closed stream must not change the verdict."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+
+
 def run(report, options=None):
     """Run the snippet on fd 0 and ``os._exit`` with its exit status; never returns.
 
@@ -133,23 +157,9 @@ def run(report, options=None):
         status = _exit_code(exc)
     except BaseException as exc:  # noqa: BLE001 - report every failure like the interpreter
         memory_error = isinstance(exc, MemoryError)
-        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        # As the interpreter prints it: the last sys.tracebacklimit (1000) entries, none at 0
-        # (printing all of a 200,000-frame recursion takes seconds).
-        depth = getattr(sys, "tracebacklimit", 1000)
-        depth = depth if isinstance(depth, int) else 1000
-        try:
-            import traceback  # preloaded by the supervisor: no import cost here
-
-            traceback.print_exception(type(exc), exc, tb if depth > 0 else None, limit=-depth)
-        except BaseException:  # noqa: BLE001 - e.g. no memory left to format it
-            _write_last_line(exc)
+        print_traceback(exc)
         status = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: BLE001 - a closed stream must not change the verdict
-            pass
+    flush_std_streams()
     if memory_error:
         report[1] = REPORT_MEMORY_ERROR
     os._exit(status)

@@ -98,11 +98,7 @@ def _serve_calls(channel):
         runner._install_stdin(stdin)
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "rb", closefd=False), encoding="utf-8")
         failed, memory_error = _run_cell(code, namespace)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:  # noqa: BLE001 - a closed stream must not change the verdict
-                pass
+        runner.flush_std_streams()
         channel.send(bytes((failed, memory_error)))
 
 
@@ -114,22 +110,10 @@ def _run_cell(code, namespace):
         return 0, 0
     except SystemExit as exc:
         status = runner._exit_code(exc)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:  # noqa: BLE001
-                pass
+        runner.flush_std_streams()
         os._exit(status)
     except BaseException as exc:  # noqa: BLE001 - report every failure like the interpreter
-        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        depth = getattr(sys, "tracebacklimit", 1000)
-        depth = depth if isinstance(depth, int) else 1000
-        try:
-            import traceback
-
-            traceback.print_exception(type(exc), exc, tb if depth > 0 else None, limit=-depth)
-        except BaseException:  # noqa: BLE001 - e.g. no memory left to format it
-            runner._write_last_line(exc)
+        runner.print_traceback(exc)
         return 1, int(isinstance(exc, MemoryError))
 
 
