@@ -480,8 +480,7 @@ class _Run:
                 list(self.kinds), [], [], min(deadline - now, DRAIN_TICK)
             )
             if not readable:
-                found |= set(_snippet_processes(uid))
-                _kill_uid(uid)
+                found |= _kill_uid(uid)
             for fd in readable:
                 try:
                     if not self.forward(fd):
@@ -724,12 +723,14 @@ def _reap():
 
 def _kill_uid(uid):
     """SIGKILL every process of the sandbox uid (by pid: ``kill(-1)`` would take the zygote
-    too, and a helper process could not be forked under a fork bomb)."""
-    for pid in _snippet_processes(uid):
+    too, and a helper process could not be forked under a fork bomb); the pids found."""
+    found = _snippet_processes(uid)
+    for pid in found:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    return found.keys()
 
 
 def _kill_all(uid):
