@@ -23,16 +23,21 @@ from exec_server.guest.protocol import (
 )
 from tests.conftest import top_level_imports
 
-# Installs the guest modules as bootstrap.py does, then forks: the child runs the snippet with
-# the runner, the parent writes the child's exit status and report page as JSON to argv[2].
-HARNESS = """
-import json, mmap, os, sys, types
+# Installs the guest modules (argv[1]: name -> source) as bootstrap.py does.
+INSTALL_GUEST = """
+import json, sys, types
 package = types.ModuleType("boxed_guest"); package.__path__ = []
 sys.modules["boxed_guest"] = package
 for name, source in json.loads(sys.argv[1]).items():
     module = types.ModuleType("boxed_guest." + name); module.__package__ = "boxed_guest"
     sys.modules[module.__name__] = module
     exec(compile(source, name, "exec"), module.__dict__)
+    setattr(package, name, module)
+"""
+HARNESS = (
+    INSTALL_GUEST
+    + """
+import mmap, os
 report = mmap.mmap(-1, mmap.PAGESIZE)
 pid = os.fork()
 if pid == 0:
@@ -41,6 +46,7 @@ _, status = os.waitpid(pid, 0)
 with open(sys.argv[2], "w") as f:
     json.dump([os.waitstatus_to_exitcode(status), report[0], report[1]], f)
 """
+)
 
 
 def run_runner(code: str, stdin: str = "") -> tuple[bytes, bytes, int, bool, bool]:
@@ -120,15 +126,10 @@ def test_a_deep_traceback_is_printed_as_python_c_prints_it() -> None:
 # Installs the guest modules, then forks the session interpreter's call loop on one end of a
 # socket pair (its stdout and stderr: files); the parent sends each call as the session
 # supervisor does (a memfd) and writes, per call, the report bytes and the output so far.
-SESSION_HARNESS = """
-import json, os, socket, sys, tempfile, types
-package = types.ModuleType("boxed_guest"); package.__path__ = []
-sys.modules["boxed_guest"] = package
-for name, source in json.loads(sys.argv[1]).items():
-    module = types.ModuleType("boxed_guest." + name); module.__package__ = "boxed_guest"
-    sys.modules[module.__name__] = module
-    exec(compile(source, name, "exec"), module.__dict__)
-    setattr(package, name, module)
+SESSION_HARNESS = (
+    INSTALL_GUEST
+    + """
+import os, socket, tempfile
 session, protocol = sys.modules["boxed_guest.session"], sys.modules["boxed_guest.protocol"]
 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
@@ -154,6 +155,7 @@ out.seek(0); err.seek(0)
 json.dump([answers, os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()],
           open(sys.argv[3], "w"))
 """
+)
 
 
 def run_session(calls: list[tuple[str, str]]) -> tuple[list[list[int]], int, str, str]:
