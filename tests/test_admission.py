@@ -12,23 +12,32 @@ from exec_server.admission import Admission, Overloaded, current_tenant
 from tests.fakes import FakeExecutor, serving
 
 
+async def hold_slot(
+    admission: Admission, tenant: str
+) -> tuple[asyncio.Future[None], asyncio.Event]:
+    """A task holding one slot of ``tenant`` (held once this returns) until the event is set."""
+    release = asyncio.Event()
+
+    async def holder() -> None:
+        async with admission.slot(tenant):
+            await release.wait()
+
+    task = asyncio.ensure_future(holder())
+    await asyncio.sleep(0)
+    return task, release
+
+
 async def drive(admission: Admission, arrivals: list[str], hold: float = 0.01) -> list[str]:
     """Queue every request of ``arrivals`` (tenant names, in arrival order) behind one held
     slot, then release it: the order in which they got their slots."""
     order: list[str] = []
-    release = asyncio.Event()
-
-    async def holder() -> None:
-        async with admission.slot("holder"):
-            await release.wait()
 
     async def request(tenant: str) -> None:
         async with admission.slot(tenant):
             order.append(tenant)
             await asyncio.sleep(hold)
 
-    first = asyncio.ensure_future(holder())
-    await asyncio.sleep(0)
+    first, release = await hold_slot(admission, "holder")
     tasks = [asyncio.ensure_future(request(t)) for t in arrivals]
     await asyncio.sleep(0.01)  # all queued now
     assert admission.waiting == len(arrivals)
@@ -52,18 +61,11 @@ def test_one_tenant_keeps_its_own_order() -> None:
     seen: list[int] = []
 
     async def scenario() -> None:
-        release = asyncio.Event()
-
-        async def holder() -> None:
-            async with admission.slot("a"):
-                await release.wait()
-
         async def numbered(i: int) -> None:
             async with admission.slot("a"):
                 seen.append(i)
 
-        first = asyncio.ensure_future(holder())
-        await asyncio.sleep(0)
+        first, release = await hold_slot(admission, "a")
         tasks = [asyncio.ensure_future(numbered(i)) for i in range(10)]
         await asyncio.sleep(0.01)
         release.set()
@@ -76,14 +78,7 @@ def test_one_tenant_keeps_its_own_order() -> None:
 def test_bound_and_deadline_are_shared_and_a_timed_out_waiter_leaves_no_trace() -> None:
     async def scenario() -> None:
         admission = Admission(max_running=1, max_queue=2, queue_timeout=0.1)
-        release = asyncio.Event()
-
-        async def holder() -> None:
-            async with admission.slot("a"):
-                await release.wait()
-
-        first = asyncio.ensure_future(holder())
-        await asyncio.sleep(0)
+        first, release = await hold_slot(admission, "a")
         waiters = [asyncio.ensure_future(_enter(admission, t)) for t in ("a", "b")]
         await asyncio.sleep(0)
         with pytest.raises(Overloaded, match="queue full"):
@@ -109,14 +104,7 @@ async def _enter(admission: Admission, tenant: str) -> None:
 def test_a_cancelled_waiter_passes_its_grant_on() -> None:
     async def scenario() -> None:
         admission = Admission(max_running=1, max_queue=10, queue_timeout=5)
-        release = asyncio.Event()
-
-        async def holder() -> None:
-            async with admission.slot("a"):
-                await release.wait()
-
-        first = asyncio.ensure_future(holder())
-        await asyncio.sleep(0)
+        first, release = await hold_slot(admission, "a")
         doomed = asyncio.ensure_future(_enter(admission, "x"))
         later = asyncio.ensure_future(_enter(admission, "y"))
         await asyncio.sleep(0)
