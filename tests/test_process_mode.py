@@ -16,6 +16,8 @@ import ast
 import asyncio
 import concurrent.futures
 import json
+import os
+import signal
 import subprocess
 import time
 import uuid
@@ -128,7 +130,7 @@ def test_snippet_cannot_signal_or_trace_the_supervisor(single: str) -> None:
     assert ids == "['10001', '10001', '10001', '10001'] [] 1"  # uids, no groups, no_new_privs
     assert eval(caps) == ["0000000000000000"] * 4
     assert supervisor_line == "0 python3"  # a different uid: root, but out of the snippet's reach
-    # the supervisor and its zygote survived, and served the check
+    # the supervisor and its zygotes survived, and served the check
     assert after == "True True True\n", checked
 
 
@@ -340,8 +342,9 @@ import os
 pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]
 mine = [p for p in pids if os.stat(f'/proc/{p}').st_uid == os.getuid()]
 roots = sorted(p for p in pids if os.stat(f'/proc/{p}').st_uid == 0)
-# the supervisor (PID 1 and our parent) and its zygote, both root's; of our uid only us
-print(mine == [os.getpid()], os.getppid() == 1, len(roots) == 2 and roots[0] == 1)
+# the supervisor (PID 1) and its two zygotes (one of them our parent), all root's; of our uid
+# only us
+print(mine == [os.getpid()], os.getppid() in roots[1:], len(roots) == 3 and roots[0] == 1)
 """
 
 
@@ -561,6 +564,61 @@ def test_container_removed_mid_run_is_a_503_not_a_verdict() -> None:
         assert r.status_code == 503 and "Retry-After" in r.headers, r.text
         assert "status" not in r.json()
         assert run(service.url, "print('healed')")["stdout"] == "healed\n"
+
+
+def snippet_parent_on_the_host(container: str, timeout: float = 10.0) -> int:
+    """The host pid of the zygote whose child, of the sandbox uid, runs a snippet now."""
+    inspect = ["docker", "inspect", "-f", "{{.State.Pid}}", container]
+    supervisor = int(subprocess.run(inspect, check=True, capture_output=True, text=True).stdout)
+    deadline = time.monotonic() + timeout
+
+    def children(pid: int) -> list[int]:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                return [int(child) for child in f.read().split()]
+        except OSError:
+            return []
+
+    while time.monotonic() < deadline:
+        for zygote in children(supervisor):
+            for child in children(zygote):
+                with open(f"/proc/{child}/status") as f:
+                    if "\nUid:\t10001\t" in f.read():
+                        return zygote
+        time.sleep(0.02)
+    raise AssertionError("no snippet child of a zygote found")
+
+
+ZYGOTE_DIES_MID_RUN = """
+import sys, time
+print('started', flush=True)
+time.sleep(1.5)
+print('after')
+sys.exit(3)
+"""
+
+
+@pytest.mark.runc_only("reads the container's processes in the host's /proc")
+@pytest.mark.docker
+def test_a_child_whose_zygote_dies_mid_run_gets_its_own_verdict() -> None:
+    """The zygote reaps the child and reports its exit; if the zygote dies (the OOM killer may
+    take it) the supervisor adopts the child and reaps it itself: the verdict is still the
+    snippet's, and the container, one process short, is retired."""
+    with single_container_service() as service:
+        run(service.url, "pass")
+        (container,) = instance_containers(service.instance)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(run, service.url, ZYGOTE_DIES_MID_RUN, timeout=10)
+            os.kill(snippet_parent_on_the_host(container), signal.SIGKILL)
+            data = answer.result()
+        assert (data["status"], data["exit_code"]) == ("error", 3), data
+        assert data["stdout"] == "started\nafter\n", data
+        assert 1400 <= data["duration_ms"] < 5000, data
+        deadline = time.monotonic() + 30
+        while container in instance_containers(service.instance):  # retired: a zygote died
+            assert time.monotonic() < deadline, "the container was not retired"
+            time.sleep(0.1)
+        assert run(service.url, "print('served')")["stdout"] == "served\n"
 
 
 # -- choosing the mode per request -----------------------------------------------------------------

@@ -4,12 +4,14 @@ It runs as root in a container that keeps only CAP_SETUID, CAP_SETGID and CAP_KI
 docs/process-mode.md), and serves snippets, each in a freshly forked
 child that drops to the sandbox uid before it runs anything of the snippet's:
 
-* Two parents to fork from. The supervisor itself holds only the standard library, and forks
-  the children of snippets that import nothing else (a small interpreter forks and exits in a
-  fraction of the time a preloaded one takes). A *zygote*, a child of the supervisor that has
-  imported the preload modules (sympy, numpy), forks the children of the snippets that import
-  anything else: through an intermediate process that exits at once, so that every snippet
-  child is a child of PID 1 like the light ones. The host says which kind a snippet needs.
+* Two parents to fork from, both *zygotes*: root children of the supervisor, forked at start
+  before any snippet came, that fork the snippets' children, reap them and report their exit
+  status and resource usage (the supervisor itself never forks again, so its pages stay its
+  own: see ``_Zygote``). The light zygote holds only the standard library and forks the
+  children of snippets that import nothing else (a small interpreter forks and exits in a
+  fraction of the time a preloaded one takes); the heavy one has imported the preload modules
+  (sympy, numpy) for the snippets that import anything else. The host says which kind a
+  snippet needs.
 * The child is forked ahead of its snippet, once the container has been proven clean: it gets
   its own session, a memfd with the snippet body as stdin, two pipes as stdout/stderr and a
   hand-over pipe, nothing else (every other descriptor, including the attach stream, is
@@ -19,9 +21,10 @@ child that drops to the sandbox uid before it runs anything of the snippet's:
   rlimits and hands over to ``runner.run``.
 * The supervisor forwards the pipes with a per-stream cap, stops the run at the wall-clock
   limit, at the CPU-time limit of the snippet's whole process tree, or when a stream passes
-  its cap, and reports the exit status it reaped itself (never anything the snippet wrote).
-  After the run it kills every process of the sandbox uid (found in /proc, until none is left;
-  the supervisor and the zygote are root's), empties ``/tmp``
+  its cap, and reports the exit status the zygote reaped (never anything the snippet wrote;
+  should the zygote die, the supervisor adopts and reaps the child itself). After the run it
+  kills every process of the sandbox uid (found in /proc, until none is left; the supervisor
+  and the zygotes are root's), empties ``/tmp``
   (with the sandbox uid as its effective uid), and proves the container clean before the next
   child is forked.
 
@@ -32,8 +35,8 @@ and clean-up. After a compile request exits 0 the supervisor copies its output i
 execute it but not replace it; a request without ``keep`` empties ``/box`` in its clean-up.
 
 The code and input never pass through the supervisor's memory (they are spliced from stdin into
-the child's memfd), and child output passes through one buffer that is zeroed after each run,
-so a later child, a copy of this process, finds no trace of an earlier snippet.
+the child's memfd), and child output passes through one buffer that is zeroed after each run;
+the children are copies of a zygote, which never held a snippet's code, input or output.
 
 Being PID 1 makes the supervisor the reaper of every orphan (docker-init is not used; gVisor
 refuses ``PR_SET_CHILD_SUBREAPER``), and its death ends every process in the container.
@@ -83,11 +86,12 @@ WRITABLE = "/tmp"
 KILL_SECONDS = 2.0  # longest wait for SIGKILLed processes to vanish
 DRAIN_SECONDS = 1.0  # longest wait for pipe EOF once the child is dead
 DRAIN_TICK = 0.02  # a pipe open and quiet this long once the child is dead: a stray holds it
+ORPHAN_TICK = 0.01  # how often the exit of a child whose zygote died is looked for
 MAX_TREE_DEPTH = 64
 SETUP_FAILED = 126
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
-CAP_LINES = ("CapInh:", "CapPrm:", "CapEff:", "CapAmb:")
+CAP_LINES = (b"CapInh:", b"CapPrm:", b"CapEff:", b"CapAmb:")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 # The cgroup's memory charge (cgroup v1, v2) and its breakdown (to leave out the page cache).
 MEMORY_FILES = (
@@ -236,11 +240,23 @@ def _drop_privileges(uid, gid):
     os.setuid(uid)
     if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
         raise RuntimeError("uid/gid drop incomplete")
-    with open("/proc/self/status") as f:
-        caps = [line.split()[1] for line in f if line.startswith(CAP_LINES)]
+    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        status = _read_to_end(fd)
+    finally:
+        os.close(fd)
+    caps = [line.split()[1] for line in status.splitlines() if line.startswith(CAP_LINES)]
     # gVisor's /proc shows no CapAmb line; the other three must be there and empty
     if len(caps) < len(CAP_LINES) - 1 or any(int(c, 16) for c in caps):
         raise RuntimeError(f"capabilities left after the drop: {caps}")
+
+
+def _write_file(path, data):
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        _write_all(data, fd)
+    finally:
+        os.close(fd)
 
 
 def _read_to_end(fd):
@@ -253,7 +269,8 @@ def _read_to_end(fd):
 def _child(body_fd, out_w, err_w, go_r, config):
     """The forked child: set up, wait for the snippet, run it. Never returns."""
     try:
-        _restore_signals()
+        # (The signal dispositions, the thread defaults and sys.argv are the zygote's, set
+        # once: a child that sets them again pays a copy-on-write fault per page it touches.)
         os.setsid()
         for fd, target in ((body_fd, 0), (out_w, 1), (err_w, 2), (go_r, 3)):
             os.dup2(fd, target)
@@ -261,8 +278,7 @@ def _child(body_fd, out_w, err_w, go_r, config):
         # Under memory pressure the kernel should take the snippet. The snippet may lower it
         # again (a floor needs CAP_SYS_RESOURCE): then the host learns of the OOM kill from
         # the engine, and the verdict is the same.
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
+        _write_file("/proc/self/oom_score_adj", b"1000")
         os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
         _drop_privileges(int(config["uid"]), int(config["gid"]))
         # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
@@ -271,8 +287,6 @@ def _child(body_fd, out_w, err_w, go_r, config):
             raise OSError(ctypes.get_errno(), "PR_SET_DUMPABLE")
         os.mkdir(RUN_DIR, 0o700)
         os.chdir(RUN_DIR)
-        sys.argv = ["-c"]
-        _small_threads()  # ahead of the snippet, like the rest of the set-up
         handed = _read_to_end(3)  # blocks until the snippet is in the memfd
         if not handed:
             os._exit(0)  # the supervisor is going away
@@ -297,14 +311,26 @@ def _child(body_fd, out_w, err_w, go_r, config):
 
 
 class _Zygote:
-    """A child of the supervisor with the preload modules imported, forking heavy children."""
+    """A child of the supervisor that forks the snippets' children and reaps them.
 
-    def __init__(self, config):
+    The supervisor never forks once its zygotes run: a fork write-protects every page of the
+    parent, which then pays a fault for each page it writes while the child lives, and the
+    supervisor writes many per run. A zygote's loop writes few. Two of them: the light one holds
+    only the standard library (a small interpreter forks and exits in a fraction of the time a
+    preloaded one takes), the heavy one has imported the preload modules (sympy, numpy) for the
+    snippets that import anything else. Each sets, once, what every child inherits (signal
+    dispositions, thread defaults), and reports each child's exit status and resource usage as
+    ``wait4`` gave them: a root process the snippet cannot signal, trace or write to.
+    """
+
+    def __init__(self, config, heavy=False):
+        self.heavy = heavy
+        preload = config.get("preload", []) if heavy else []
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
             self.sock.close()
-            _zygote_main(theirs, config)
+            _zygote_main(theirs, config, preload)
         theirs.close()
         # Waited for: the clean-up compares the container's memory with what it held when
         # ready, which must include the zygote's imports.
@@ -312,43 +338,59 @@ class _Zygote:
             raise RuntimeError("the zygote did not start")
 
     def spawn(self, fds):
-        """Fork a heavy child on ``fds`` (body, stdout, stderr, hand-over); its pid. The child
-        is reparented to PID 1 before this returns."""
+        """Fork a child on ``fds`` (body, stdout, stderr, hand-over); its pid. Its exit comes
+        as a message on ``sock`` (``exit_of``)."""
         socket.send_fds(self.sock, [b"fork"], fds)
-        answer = self.sock.recv(32)
+        return int(self._receive())
+
+    def exit_of(self, block=True):
+        """(wait status, CPU seconds, peak RSS in KiB) of the child, waiting for its exit
+        unless ``block`` is false (then None while it runs); raises ``_ZygoteGone``."""
+        try:
+            answer = self._receive(0 if block else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        status, cpu, rss = answer.split()
+        return int(status), float(cpu), int(rss)
+
+    def _receive(self, flags=0):
+        answer = self.sock.recv(64, flags)
         if not answer:
-            raise RuntimeError("the zygote exited")
-        return int(answer)
+            # Its children are the supervisor's once it is a zombie (PID 1 adopts orphans).
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+            raise _ZygoteGone
+        return answer
 
 
-def _zygote_main(sock, config):
+class _ZygoteGone(Exception):
+    """The zygote ended (the OOM killer may take it): its live children are PID 1's now."""
+
+
+def _zygote_main(sock, config, preload):
     try:
-        for name in config.get("preload", []):
+        _restore_signals()
+        sys.argv = ["-c"]
+        _small_threads()
+        for name in preload:
             try:
                 __import__(name)
             except Exception:
                 pass  # a missing optional module only costs the snippet its own import
-        gc.freeze()  # children then leave the preloaded objects' pages shared (no GC writes)
+        gc.freeze()  # children then leave the objects' pages shared (no GC writes)
         sock.send(b"ready")
         while True:
             message, fds, _, _ = socket.recv_fds(sock, 16, 4)
             if not message:
                 os._exit(0)
-            pid_r, pid_w = os.pipe()
-            middle = os.fork()
-            if middle == 0:
-                pid = os.fork()
-                if pid == 0:
-                    _child(*fds, config)
-                os.write(pid_w, str(pid).encode())
-                os._exit(0)  # the child is an orphan now: PID 1 adopts it
-            os.close(pid_w)
-            pid = _read_to_end(pid_r)
-            os.close(pid_r)
-            os.waitpid(middle, 0)
+            pid = os.fork()
+            if pid == 0:
+                _child(*fds, config)
             for fd in fds:
                 os.close(fd)
-            sock.send(pid)
+            sock.send(b"%d" % pid)
+            _, status, usage = os.wait4(pid, 0)
+            cpu = usage.ru_utime + usage.ru_stime
+            sock.send(b"%d %r %d" % (status, cpu, usage.ru_maxrss))
     finally:
         os._exit(1)
 
@@ -359,29 +401,39 @@ class _Child:
     It owns the supervisor's ends of the child's descriptors; each is closed exactly once.
     """
 
-    def __init__(self, config, zygote=None):
-        self.heavy = zygote is not None
+    def __init__(self, config, zygote):
+        self.zygote = zygote
+        self.heavy = zygote.heavy
         self.body_fd = os.memfd_create("boxed-request", os.MFD_CLOEXEC)
         self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
         self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
         go_r, self.go_w = os.pipe2(os.O_CLOEXEC)
         theirs = (self.body_fd, out_w, err_w, go_r)
         try:
-            if zygote is not None:
-                self.pid = zygote.spawn(theirs)
-            else:
-                self.pid = os.fork()
-                if self.pid == 0:
-                    _child(*theirs, config)
+            self.pid = zygote.spawn(theirs)
         finally:
             for fd in (out_w, err_w, go_r):
                 os.close(fd)
         self.open = {self.body_fd, self.out_r, self.err_r, self.go_w}
-        self.reaped = False
+        self.ended = None  # (wait status, CPU seconds, peak RSS KiB) once reaped
+        self.orphaned = False  # its zygote is gone: the supervisor reaps it itself
 
-    def exited(self):
-        """Whether the child has ended (left a zombie to reap), without reaping it."""
-        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    @property
+    def exit_fd(self):
+        """Readable once the child has ended (its zygote's report is waiting), or the zygote."""
+        return self.zygote.sock.fileno()
+
+    def has_ended(self):
+        """Whether the child has ended (its exit is then known), without waiting."""
+        if self.ended is None and not self.orphaned:
+            try:
+                self.ended = self.zygote.exit_of(block=False)
+            except _ZygoteGone:
+                self.orphaned = True
+        if self.ended is None and self.orphaned:
+            if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                self.wait()
+        return self.ended is not None
 
     def hand_over(self, limits):
         """Give the child its limits: it runs the snippet already spliced into its memfd."""
@@ -403,15 +455,27 @@ class _Child:
             os.close(fd)
 
     def wait(self):
-        """Reap the child: (wait status, its resource usage with its reaped descendants')."""
-        _, status, usage = os.wait4(self.pid, 0)
-        self.reaped = True
-        return status, usage
+        """(wait status, CPU seconds with its reaped descendants', peak RSS KiB), once ended."""
+        if self.ended is None and not self.orphaned:
+            try:
+                self.ended = self.zygote.exit_of()
+            except _ZygoteGone:
+                self.orphaned = True
+        if self.ended is None:
+            try:
+                _, status, usage = os.wait4(self.pid, 0)
+            except ChildProcessError:
+                raise RuntimeError("the zygote ended before it reported the exit") from None
+            self.ended = (status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
+        return self.ended
 
     def discard(self):
-        """Kill and reap the child if it is still there, and close what is left open."""
-        if not self.reaped:
-            os.kill(self.pid, signal.SIGKILL)  # by pid: it may not have its own group yet
+        """Kill the child if it is still there, wait for its end and close what is left open."""
+        if self.ended is None:
+            try:  # by pid: it may not have its own group yet
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # ended, and reaped by the zygote
             self.wait()
         for fd in list(self.open):
             self.close(fd)
@@ -789,7 +853,7 @@ def _restore_signals():
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _serve_one(header, child, config, exits, counters):
+def _serve_one(header, child, config, counters):
     _receive_body(child.body_fd, int(header["size"]))
     uid = int(config["uid"])
     wall, cpu_limit = float(header["wall"]), float(header["cpu"])
@@ -797,7 +861,7 @@ def _serve_one(header, child, config, exits, counters):
     pid = child.pid
     run = _Run(child, int(config["output_cap"]))
     poller = select.poll()
-    for fd in (child.out_r, child.err_r, exits.read_fd):
+    for fd in (child.out_r, child.err_r, child.exit_fd):
         poller.register(fd, select.POLLIN)
     _report[0:2] = b"\0\0"
     oom_before = counters.oom_kills()
@@ -811,6 +875,8 @@ def _serve_one(header, child, config, exits, counters):
     cpu_check = started + cpu_limit / cpus  # no earlier moment can see the budget spent
     while not exited and killed_for is None:
         now = time.monotonic()
+        if child.orphaned and child.has_ended():
+            break
         if now >= deadline:
             killed_for = KILLED_WALL
             break
@@ -820,10 +886,12 @@ def _serve_one(header, child, config, exits, counters):
                 killed_for = KILLED_CPU
                 break
             cpu_check = now + max(left / cpus, 0.01)
-        for fd, _ in poller.poll(math.ceil((min(deadline, cpu_check) - now) * 1000)):
-            if fd == exits.read_fd:
-                exits.drain()
-                exited = child.exited()
+        wake = min(deadline, cpu_check, now + ORPHAN_TICK if child.orphaned else deadline)
+        for fd, _ in poller.poll(math.ceil((wake - now) * 1000)):
+            if fd == child.exit_fd:
+                exited = child.has_ended()
+                if child.orphaned:  # no more reports: looked at every tick instead
+                    poller.unregister(fd)
             elif fd in run.kinds and not run.forward(fd):
                 poller.unregister(fd)
                 run.close(fd)
@@ -842,7 +910,7 @@ def _serve_one(header, child, config, exits, counters):
     if killed_for or strays:
         _kill_uid(uid)  # then everything else of its uid, wherever it moved to
     stray_ticks = _cpu_ticks(p for p in others if p != pid)  # a killed process's stay readable
-    wait_status, usage = child.wait()
+    wait_status, child_cpu, max_rss_kb = child.wait()
     missed = run.drain(time.monotonic() + DRAIN_SECONDS, uid) - {pid}
     if missed and not strays:
         strays = sorted(missed)  # held a pipe open: alive, whatever the process list said
@@ -852,9 +920,7 @@ def _serve_one(header, child, config, exits, counters):
     exit_code = os.waitstatus_to_exitcode(wait_status)
     if exit_code < 0:
         exit_code = 128 - exit_code  # as a shell reports a signal death
-    cpu_seconds = _physical_cpu(
-        usage.ru_utime + usage.ru_stime + stray_ticks / CLOCK_TICKS, cpus * duration_ms / 1000
-    )
+    cpu_seconds = _physical_cpu(child_cpu + stray_ticks / CLOCK_TICKS, cpus * duration_ms / 1000)
     if killed_for is None and exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL):
         if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
             killed_for = KILLED_CPU
@@ -877,7 +943,7 @@ def _serve_one(header, child, config, exits, counters):
                     "oom_killed": oom_before is not None and (oom_after or 0) > oom_before,
                     "duration_ms": round(duration_ms, 2),
                     "cpu_ms": round(cpu_seconds * 1000, 1),
-                    "max_rss_kb": usage.ru_maxrss,
+                    "max_rss_kb": max_rss_kb,
                     "strays": len(strays),
                     "installed": installed,
                     "fetched": fetched,
@@ -1052,22 +1118,24 @@ def _wipe_writable(uid, gid):
         raise RuntimeError("could not restore the effective ids")
 
 
-def _problems(uid, gid, zygote, exits, counters, alone, baseline):
+def _problems(uid, gid, zygotes, counters, alone, baseline):
     """Everything that keeps this container from serving another snippet (empty: clean).
 
     ``alone``: the run already proved that the snippet left no process but zombies."""
     found = []
-    try:  # looked at before any reaping, which would take a dead zygote away
-        if os.waitid(os.P_PID, zygote.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-            found.append("the zygote died")
-    except ChildProcessError:
-        found.append("the zygote is gone")
+    for zygote in zygotes:
+        try:  # looked at before any reaping, which would take a dead zygote away
+            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+            if os.waitid(os.P_PID, zygote.pid, flags) is not None:
+                found.append("a zygote died")
+        except ChildProcessError:
+            found.append("a zygote is gone")
     if alone:
         _reap()
     else:
         if not _kill_all(uid):
             found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
-        others = {p for p in _processes() if p != zygote.pid}
+        others = set(_processes()) - {zygote.pid for zygote in zygotes}
         if others:
             found.append(f"unexpected processes: {sorted(others)}")
     try:
@@ -1080,7 +1148,7 @@ def _problems(uid, gid, zygote, exits, counters, alone, baseline):
     if counters.sysv_objects_left():
         found.append("System V IPC objects left")
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
-    expected = {0, 1, 2, zygote.sock.fileno(), *exits.fds, *counters.fds}
+    expected = {0, 1, 2, *(zygote.sock.fileno() for zygote in zygotes), *counters.fds}
     if not expected <= set(fds) or len(fds) > len(expected) + 1:  # + the one listdir used
         found.append(f"supervisor descriptors leaked: {fds}")
     for name, buffer in (("buffer", _buffer), ("pending", _pending)):
@@ -1100,13 +1168,14 @@ def main(config):
     _become_reaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 then ignores every signal it can
     uid, gid = int(config["uid"]), int(config["gid"])
-    zygote = _Zygote(config)  # before anything else is open: it inherits nothing of later runs
-    exits = _ChildExits()
+    # Before anything else is open: they inherit nothing of later runs.
+    light, heavy_zygote = _Zygote(config), _Zygote(config, heavy=True)
+    zygotes = (light, heavy_zygote)
     counters = _Counters()
     gc.freeze()
     heavy = False  # the kind of child forked ahead: the kind the last snippet needed
     baseline = _Baseline(counters)
-    child = _Child(config)
+    child = _Child(config, light)
     os.write(1, READY_MARKER)
     while True:
         size = _read_exact(4)
@@ -1122,8 +1191,8 @@ def main(config):
                 child.discard()  # forked ahead for the other kind
                 child = None
                 _wipe_writable(uid, gid)  # its working directory
-            child = child or _Child(config, zygote if heavy else None)
-            alone = _serve_one(header, child, config, exits, counters)
+            child = child or _Child(config, heavy_zygote if heavy else light)
+            alone = _serve_one(header, child, config, counters)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
             _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
         if child:
@@ -1134,13 +1203,13 @@ def main(config):
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
             continue
-        problems = _problems(uid, gid, zygote, exits, counters, alone, baseline)
+        problems = _problems(uid, gid, zygotes, counters, alone, baseline)
         if not header.get("keep"):
             problems += _drop_programs()  # a compiled program lives for its judge request only
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:
-                child = _Child(config, zygote if heavy else None)
+                child = _Child(config, heavy_zygote if heavy else light)
             except (OSError, RuntimeError) as exc:
                 problems.append(f"cannot fork the next child: {exc!r}")
         verdict = {"clean": not problems, "problems": problems}
