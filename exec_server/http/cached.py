@@ -51,10 +51,13 @@ async def answer(
     settings = request.app.state.settings
     rid = request.headers.get("x-request-id") if idempotent else None
     wanted = bool(getattr(body, "cache", False)) and settings.result_cache
+    # the key of the body, needed only to look an answer up or keep it (hashing the whole
+    # body is a good part of a request's cost otherwise)
+    key = fingerprint(kind, body, image_id(request)) if wanted or rid is not None else ""
     found, how = await store.answer(
         route,
         work,
-        fingerprint=fingerprint(kind, body, image_id(request)),
+        fingerprint=key,
         request_id=rid,
         cache=wanted,
         cacheable=cacheable,
