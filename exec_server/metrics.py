@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from .verdict import Limit, SnippetResult, Status
@@ -50,6 +52,13 @@ RESULT_CACHE = Counter(
     ["route", "outcome"],
 )
 RESULT_CACHE_ENTRIES = Gauge("boxed_result_cache_entries", "Answers kept in the result cache.")
+
+
+@lru_cache(maxsize=4096)
+def counter(metric: Counter, *labels: str) -> Counter:
+    """``metric.labels(*labels)``, looked up once: ``labels`` takes a lock and normalises its
+    values on every call (labels are few: routes and verdicts)."""
+    return metric.labels(*labels)
 
 
 def observe_run(result: SnippetResult) -> None:

@@ -134,7 +134,7 @@ class ResultCache:
             found = self._lookup(content_key, fingerprint, mismatch=False)
             if found is not None:
                 return await self._take(route, found, stored="hit")
-        metrics.RESULT_CACHE.labels(route, "ran").inc()
+        metrics.counter(metrics.RESULT_CACHE, route, "ran").inc()
         task: asyncio.Future[M] = asyncio.ensure_future(work())
         for key in keys:
             self._flights[key] = _Flight(task, fingerprint)
@@ -178,8 +178,8 @@ class ResultCache:
         self, route: str, found: asyncio.Future[Any] | BaseModel, *, stored: str
     ) -> tuple[Any, str]:
         if isinstance(found, BaseModel):
-            metrics.RESULT_CACHE.labels(route, stored).inc()
+            metrics.counter(metrics.RESULT_CACHE, route, stored).inc()
             return found.model_copy(update={"cached": True}), stored
-        metrics.RESULT_CACHE.labels(route, "joined").inc()
+        metrics.counter(metrics.RESULT_CACHE, route, "joined").inc()
         answer = await asyncio.shield(found)  # the run's own caller gets it uncopied
         return answer.model_copy(update={"cached": True}), "joined"

@@ -71,7 +71,7 @@ async def execute(req: ExecuteRequest, request: Request, response: Response) -> 
             cached.execute_cacheable,
             request_id=rid,
         )
-    metrics.REQUESTS.labels("/execute", result.status).inc()
+    metrics.counter(metrics.REQUESTS, "/execute", result.status).inc()
     return result
 
 
@@ -112,9 +112,9 @@ async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> Execute
             answer = problem(exc)
             if answer.status == 500:
                 log.exception("item %d of batch %s failed unexpectedly", index, rid)
-            metrics.REQUESTS.labels("/execute/batch", str(answer.status)).inc()
+            metrics.counter(metrics.REQUESTS, "/execute/batch", str(answer.status)).inc()
             return ExecuteBatchItemError(error=answer.as_item())
-        metrics.REQUESTS.labels("/execute/batch", result.status).inc()
+        metrics.counter(metrics.REQUESTS, "/execute/batch", result.status).inc()
         return result
 
     results = await asyncio.gather(*(one(i, item) for i, item in enumerate(batch.items)))
@@ -152,7 +152,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
         cached.execute_cacheable,
         request_id=rid,
     )
-    metrics.REQUESTS.labels("/run_code", result.status).inc()
+    metrics.counter(metrics.REQUESTS, "/run_code", result.status).inc()
     return as_sandbox_fusion(result)
 
 
