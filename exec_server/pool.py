@@ -189,7 +189,8 @@ class WarmPool:
                 self._background(self._warm_one())
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), 1.0)
+                async with asyncio.timeout(1.0):  # not wait_for: no task per wake-up
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             if self.last_error:
