@@ -35,7 +35,13 @@ from ..guest.protocol import pop_frames
 from ..image_labels import sandbox_versions
 from ..settings import Settings
 from .base import BackendHealth, SandboxError, SessionSpec
-from .supervised import SupervisedSandbox, close_socket, socket_open, supervisor_config
+from .supervised import (
+    Preload,
+    SupervisedSandbox,
+    close_socket,
+    socket_open,
+    supervisor_config,
+)
 
 log = logging.getLogger("boxed.docker")
 SERVICE_LABEL = "boxed.service"
@@ -155,7 +161,7 @@ class DockerSandbox(SupervisedSandbox):
             memory_mb,
             reusable=backend.reuses_sandboxes,
             max_runs=s.process_max_runs if backend.reuses_sandboxes else 1,
-            preload=bool(s.preload_modules),
+            preload=backend.preload,
         )
         self.backend = backend
 
@@ -186,6 +192,7 @@ class DockerBackend:
         self.settings = settings
         self.reuses_sandboxes = reuse
         self.name = "docker-process" if reuse else "docker-container"
+        self.preload = Preload(available=bool(settings.preload_modules))
         self._client = client
         self._client_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(settings.max_concurrency * 2 + 16)
@@ -223,7 +230,11 @@ class DockerBackend:
     # -- the container's make-up ----------------------------------------------------------------
     def command(self, session: SessionSpec | None = None) -> list[str]:
         config = supervisor_config(
-            self.settings, reuse=self.reuses_sandboxes, nproc=self.child_nproc, session=session
+            self.settings,
+            reuse=self.reuses_sandboxes,
+            nproc=self.child_nproc,
+            preload_at_start=self.preload.needed,
+            session=session,
         )
         sources = json.dumps(module_sources())
         return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, json.dumps(config)]

@@ -26,7 +26,13 @@ from ..guest.listener import GREETING, NONCE_SIZE, PROOF_SIZE, SANDBOX, SERVICE,
 from ..settings import Settings
 from ..verdict import SnippetResult
 from .base import BackendHealth, SandboxError, SessionSpec
-from .supervised import SupervisedSandbox, close_socket, socket_open, supervisor_config
+from .supervised import (
+    Preload,
+    SupervisedSandbox,
+    close_socket,
+    socket_open,
+    supervisor_config,
+)
 
 log = logging.getLogger("boxed.pods")
 HANDSHAKE_TIMEOUT = 5.0
@@ -140,7 +146,7 @@ class PodSandbox(SupervisedSandbox):
             s.memory_mb_default,
             reusable=backend.reuses_sandboxes,
             max_runs=s.process_max_runs if backend.reuses_sandboxes else 1,
-            preload=bool(s.preload_modules),
+            preload=backend.preload,
         )
         self.source = backend.source
 
@@ -175,17 +181,23 @@ class PodBackend:
         # RLIMIT_NPROC for it alone; under runc the pod's pids cgroup is the limit (the
         # kubelet's podPidsLimit), as RLIMIT_NPROC would count the uid across the node.
         self.nproc = settings.pids_limit if settings.runtime == "runsc" else None
-        self.bootstrap = self._bootstrap(None)
+        self.preload = Preload(available=bool(settings.preload_modules))
+        self._bootstraps = {flag: self._bootstrap(None, flag) for flag in (False, True)}
 
-    def _bootstrap(self, session: SessionSpec | None) -> bytes:
+    def _bootstrap(self, session: SessionSpec | None, preload_at_start: bool = False) -> bytes:
         """What a claimed pod's listener gets: the guest modules and the program's settings."""
         config = supervisor_config(
-            self.settings, reuse=self.reuses_sandboxes, nproc=self.nproc, session=session
+            self.settings,
+            reuse=self.reuses_sandboxes,
+            nproc=self.nproc,
+            preload_at_start=preload_at_start,
+            session=session,
         )
         return json.dumps({"modules": module_sources(), "config": config}).encode()
 
     async def create_warm(self, memory_mb: int | None = None) -> PodSandbox:
-        return await self._claim(self.bootstrap, memory_mb or self.settings.memory_mb_default)
+        bootstrap = self._bootstraps[self.preload.needed]
+        return await self._claim(bootstrap, memory_mb or self.settings.memory_mb_default)
 
     async def create_session(self, spec: SessionSpec) -> PodSandbox:
         """A pod of its own running the session program (``guest/session.py``) for the

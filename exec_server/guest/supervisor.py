@@ -4,21 +4,22 @@ It runs as root in a container that keeps only CAP_SETUID, CAP_SETGID and CAP_KI
 docs/process-mode.md), and serves snippets, each in a freshly forked
 child that drops to the sandbox uid before it runs anything of the snippet's:
 
-* Two parents to fork from, both *zygotes*: root children of the supervisor, forked at start
-  before any snippet came, that fork the snippets' children, reap them and report their exit
-  status and resource usage (the supervisor itself never forks again, so its pages stay its
-  own: see ``_Zygote``). The light zygote holds only the standard library and forks the
-  children of snippets that import nothing else (a small interpreter forks and exits in a
-  fraction of the time a preloaded one takes); the heavy one has imported the preload modules
-  (sympy, numpy) for the snippets that import anything else. The host says which kind a
-  snippet needs.
+* Two parents to fork from, both *zygotes*: root children of the supervisor that fork the
+  snippets' children, reap them and report their exit status and resource usage (the
+  supervisor itself forks nothing per run, so its pages stay its own: see ``_Zygote``). The
+  light zygote, forked at start before any snippet came, holds only the standard library and
+  forks the children of snippets that import nothing else (a small interpreter forks and
+  exits in a fraction of the time a preloaded one takes); the heavy one imports the preload
+  modules (sympy, numpy) for the snippets that import anything else: at start, or at the
+  first such snippet when the host says none has come yet (``preload_at_start``). The host
+  says which kind a snippet needs.
 * The child is forked ahead of its snippet, once the container has been proven clean: it gets
   its own session, a memfd with the snippet body as stdin, two pipes as stdout/stderr and a
   hand-over pipe, nothing else (every other descriptor, including the attach stream, is
-  closed), an OOM score of 1000 it cannot lower, nice 19; it drops to the sandbox uid/gid with
+  closed), an OOM score of 1000 (a hint it may undo), nice 19; it drops to the sandbox uid/gid with
   no supplementary groups, verifies that no capability is left, makes an empty ``/tmp/run`` its
-  working directory and blocks on the hand-over pipe. When the snippet comes it sets its own
-  rlimits and hands over to ``runner.run``.
+  working directory and blocks on the hand-over pipe. When the snippet comes it sets the
+  request's rlimits (the fixed ones are its zygote's) and hands over to ``runner.run``.
 * The supervisor forwards the pipes with a per-stream cap, stops the run at the wall-clock
   limit, at the CPU-time limit of the snippet's whole process tree, or when a stream passes
   its cap, and reports the exit status the zygote reaped (never anything the snippet wrote;
@@ -89,9 +90,11 @@ DRAIN_TICK = 0.02  # a pipe open and quiet this long once the child is dead: a s
 ORPHAN_TICK = 0.01  # how often the exit of a child whose zygote died is looked for
 MAX_TREE_DEPTH = 64
 SETUP_FAILED = 126
+PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
-CAP_LINES = (b"CapInh:", b"CapPrm:", b"CapEff:", b"CapAmb:")
+CAP_LINES = (b"\nCapInh:", b"\nCapPrm:", b"\nCapEff:", b"\nCapAmb:")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 # The cgroup's memory charge (cgroup v1, v2) and its breakdown (to leave out the page cache).
 MEMORY_FILES = (
@@ -200,10 +203,26 @@ def _small_threads():
     _libc.pthread_attr_destroy(attr)
 
 
-def _set_limits(limits, config):
-    page = os.sysconf("SC_PAGE_SIZE")
-    with open("/proc/self/statm") as f:
-        mapped = int(f.read().split()[0]) * page
+def _set_fixed_limits(config):
+    """The limits every snippet of this sandbox gets, whatever its request: set once in each
+    zygote and inherited by its children (RLIMIT_NPROC stays per child: it would bound the
+    zygote's own forks)."""
+    nofile = int(config["nofile"])
+    _lower_limits(
+        (resource.RLIMIT_NOFILE, nofile, nofile),
+        (resource.RLIMIT_FSIZE, int(config["fsize"]), int(config["fsize"])),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_MSGQUEUE, 0, 0),
+    )
+
+
+def _set_request_limits(limits, config):
+    """The limits of this request: its address space and CPU time (and gVisor's RLIMIT_NPROC)."""
+    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        mapped = int(os.read(fd, 64).split(None, 1)[0]) * PAGE_SIZE
+    finally:
+        os.close(fd)
     share = int(limits["memory_mb"]) * 1024 * 1024
     address_space = mapped + share  # its own share on top
     # An exec'd program leaves this interpreter's mappings behind: its soft limit is its share
@@ -213,16 +232,22 @@ def _set_limits(limits, config):
     nproc = config.get("nproc")  # gVisor: its own kernel counts this sandbox's tasks alone
     if nproc:
         resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
-    for which, soft, hard in (
+    _lower_limits(
         (resource.RLIMIT_AS, soft_space, address_space),
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU, then SIGKILL a second later
-        (resource.RLIMIT_NOFILE, int(config["nofile"]), int(config["nofile"])),
-        (resource.RLIMIT_FSIZE, int(config["fsize"]), int(config["fsize"])),
-        (resource.RLIMIT_CORE, 0, 0),
-        (resource.RLIMIT_MSGQUEUE, 0, 0),
         # an exec'd program's stack may use its whole memory limit (deep recursion in C++)
         *([(resource.RLIMIT_STACK, share, share)] if limits.get("argv") else []),
-    ):
+    )
+
+
+def _set_limits(limits, config):
+    """Every limit of a process that no zygote made (the session interpreter)."""
+    _set_fixed_limits(config)
+    _set_request_limits(limits, config)
+
+
+def _lower_limits(*settings):
+    for which, soft, hard in settings:
         ceiling = resource.getrlimit(which)[1]
         if ceiling != resource.RLIM_INFINITY:
             soft, hard = min(soft, ceiling), min(hard, ceiling)
@@ -245,10 +270,13 @@ def _drop_privileges(uid, gid):
         status = _read_to_end(fd)
     finally:
         os.close(fd)
-    caps = [line.split()[1] for line in status.splitlines() if line.startswith(CAP_LINES)]
     # gVisor's /proc shows no CapAmb line; the other three must be there and empty
-    if len(caps) < len(CAP_LINES) - 1 or any(int(c, 16) for c in caps):
-        raise RuntimeError(f"capabilities left after the drop: {caps}")
+    for key in CAP_LINES:
+        at = status.find(key)
+        if at < 0 and key != b"\nCapAmb:":
+            raise RuntimeError(f"no {key.strip()!r} line in /proc/self/status")
+        if at >= 0 and int(status[at + len(key) : status.index(b"\n", at + 1)], 16):
+            raise RuntimeError(f"capabilities left after the drop: {status[at : at + 40]!r}")
 
 
 def _write_file(path, data):
@@ -296,7 +324,7 @@ def _child(body_fd, out_w, err_w, go_r, config):
         # (Processes: the container's pids cgroup, which only this snippet uses while it runs;
         # RLIMIT_NPROC would count the sandbox uid across every container of the host.)
         limits = json.loads(handed)
-        _set_limits(limits, config)
+        _set_request_limits(limits, config)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
         os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)
@@ -313,7 +341,7 @@ def _child(body_fd, out_w, err_w, go_r, config):
 class _Zygote:
     """A child of the supervisor that forks the snippets' children and reaps them.
 
-    The supervisor never forks once its zygotes run: a fork write-protects every page of the
+    The supervisor forks no child of its own per run: a fork write-protects every page of the
     parent, which then pays a fault for each page it writes while the child lives, and the
     supervisor writes many per run. A zygote's loop writes few. Two of them: the light one holds
     only the standard library (a small interpreter forks and exits in a fraction of the time a
@@ -368,9 +396,19 @@ class _ZygoteGone(Exception):
 
 def _zygote_main(sock, config, preload):
     try:
+        # A zygote forked late (the heavy one, at its first snippet) has the supervisor's
+        # descriptors: it keeps its socket and the standard streams its children replace.
+        own = sock.fileno()
+        os.closerange(3, own)
+        os.closerange(own + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         _restore_signals()
         sys.argv = ["-c"]
         _small_threads()
+        _set_fixed_limits(config)
+        # The children's first calls of these, made here: a first call sets up what later ones
+        # reuse (ctypes looks the function up, json its decoder), each child would pay for it.
+        _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+        json.loads('{"memory_mb": 1}')
         for name in preload:
             try:
                 __import__(name)
@@ -1158,6 +1196,21 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
     return found
 
 
+def _late_zygote(config, baseline):
+    """The heavy zygote, forked once the container served snippets (proven clean since the
+    last): what it holds, memory and its socket pair, is added to the clean-up's baseline."""
+    counters = baseline.counters
+    memory, sockets = counters.memory_charged(), counters.socket_counts()
+    if sockets != baseline.sockets:
+        raise RuntimeError("the socket counts moved since the last clean-up")
+    zygote = _Zygote(config, heavy=True)
+    after = counters.memory_charged()
+    if baseline.memory is not None and memory is not None and after is not None:
+        baseline.memory += after - memory
+    baseline.sockets = counters.socket_counts()
+    return zygote
+
+
 def _become_reaper():
     """PID 1 reaps every orphan by itself; anywhere else, ask to be the subreaper."""
     if os.getpid() != 1 and _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -1168,9 +1221,11 @@ def main(config):
     _become_reaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 then ignores every signal it can
     uid, gid = int(config["uid"]), int(config["gid"])
-    # Before anything else is open: they inherit nothing of later runs.
-    light, heavy_zygote = _Zygote(config), _Zygote(config, heavy=True)
-    zygotes = (light, heavy_zygote)
+    light = _Zygote(config)  # before anything else is open: it inherits nothing of later runs
+    # The heavy zygote now, or at the first snippet that needs it (see backends/supervised.py:
+    # Preload): importing sympy and numpy is most of a container's start-up.
+    heavy_zygote = _Zygote(config, heavy=True) if config.get("preload_at_start", True) else None
+    zygotes = [z for z in (light, heavy_zygote) if z is not None]
     counters = _Counters()
     gc.freeze()
     heavy = False  # the kind of child forked ahead: the kind the last snippet needed
@@ -1191,6 +1246,9 @@ def main(config):
                 child.discard()  # forked ahead for the other kind
                 child = None
                 _wipe_writable(uid, gid)  # its working directory
+            if heavy and heavy_zygote is None:
+                heavy_zygote = _late_zygote(config, baseline)
+                zygotes.append(heavy_zygote)
             child = child or _Child(config, heavy_zygote if heavy else light)
             alone = _serve_one(header, child, config, counters)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
