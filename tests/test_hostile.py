@@ -91,6 +91,16 @@ class SandboxProcess:
     container: str | None  # full container id from the cgroup path (cgroup v1: /docker/<id>)
 
 
+# The one part of a supervisor's command line that differs between containers of one service:
+# whether the heavy zygote imports at start (once a snippet has needed it) or on demand.
+PRELOAD_FLAG = re.compile(rb'"preload_at_start": (?:true|false), ')
+
+
+def idle_kind(cmdline: bytes) -> bytes:
+    """What tells an idle sandbox process from any other: its command line, less the flag."""
+    return PRELOAD_FLAG.sub(b"", cmdline)
+
+
 def sandbox_processes(uid: int) -> list[SandboxProcess]:
     """Processes on this host running as the sandbox uid (containers share the host kernel)."""
     found = []
@@ -180,7 +190,7 @@ class Service:
         if self.engine.daemon is not None:  # the sentry must show us the idle pool's processes
             assert procs, "runsc ps shows no sandbox process in the idle pool"
         self.rest_containers = len(containers)
-        self.rest_cmdlines = {p.cmdline for p in procs}
+        self.rest_cmdlines = {idle_kind(p.cmdline) for p in procs}
         per = [sum(p.container == c for p in procs) for c in containers]
         self.rest_per_container = max(per)
 
@@ -197,7 +207,7 @@ class Service:
         for p in procs:
             if p.container not in containers:
                 problems.append(f"pid {p.pid} outside the instance's containers: {p.cmdline!r}")
-            elif p.cmdline not in self.rest_cmdlines:
+            elif idle_kind(p.cmdline) not in self.rest_cmdlines:
                 problems.append(f"pid {p.pid} is no idle sandbox process: {p.cmdline[:80]!r}")
         for c in containers:
             n = sum(p.container == c for p in procs)
