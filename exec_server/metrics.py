@@ -61,6 +61,11 @@ def counter(metric: Counter, *labels: str) -> Counter:
     return metric.labels(*labels)
 
 
+def count_request(route: str, status: str) -> None:
+    """One answered request of ``route``, by its status (a verdict or an HTTP status)."""
+    counter(REQUESTS, route, status).inc()
+
+
 def observe_run(result: SnippetResult) -> None:
     """Count one run's time, CPU and the limit that ended it (one-shot and session calls)."""
     RUN_SECONDS.observe(result.duration_ms / 1000)

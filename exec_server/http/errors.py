@@ -189,7 +189,7 @@ def install(app: FastAPI) -> None:
         headers = dict(p.headers)
         if p.status in RETRY_LATER:
             headers["Retry-After"] = str(request.app.state.settings.retry_after)
-        metrics.counter(metrics.REQUESTS, _route_label(request), str(p.status)).inc()
+        metrics.count_request(_route_label(request), str(p.status))
         return JSONResponse(p.body(), status_code=p.status, headers=headers)
 
     for cls in (RequestValidationError, *STATUS, Exception):

@@ -71,7 +71,7 @@ async def execute(req: ExecuteRequest, request: Request, response: Response) -> 
             cached.execute_cacheable,
             request_id=rid,
         )
-    metrics.counter(metrics.REQUESTS, "/execute", result.status).inc()
+    metrics.count_request("/execute", result.status)
     return result
 
 
@@ -112,9 +112,9 @@ async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> Execute
             answer = problem(exc)
             if answer.status == 500:
                 log.exception("item %d of batch %s failed unexpectedly", index, rid)
-            metrics.counter(metrics.REQUESTS, "/execute/batch", str(answer.status)).inc()
+            metrics.count_request("/execute/batch", str(answer.status))
             return ExecuteBatchItemError(error=answer.as_item())
-        metrics.counter(metrics.REQUESTS, "/execute/batch", result.status).inc()
+        metrics.count_request("/execute/batch", result.status)
         return result
 
     results = await asyncio.gather(*(one(i, item) for i, item in enumerate(batch.items)))
@@ -152,7 +152,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
         cached.execute_cacheable,
         request_id=rid,
     )
-    metrics.counter(metrics.REQUESTS, "/run_code", result.status).inc()
+    metrics.count_request("/run_code", result.status)
     return as_sandbox_fusion(result)
 
 

@@ -30,5 +30,5 @@ async def judge_route(req: JudgeRequest, request: Request, response: Response) -
         cached.judge_cacheable,
         request_id=rid,
     )
-    metrics.counter(metrics.REQUESTS, "/judge", result.verdict).inc()
+    metrics.count_request("/judge", result.verdict)
     return result

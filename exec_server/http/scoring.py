@@ -50,7 +50,7 @@ async def _grade(
     _within_limits(body, items, settings)
     async with request.app.state.executor.admission.slot():
         result = await run_in_threadpool(grade, body)
-    metrics.REQUESTS.labels(route, "ok").inc()
+    metrics.count_request(route, "ok")
     return result
 
 

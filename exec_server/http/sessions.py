@@ -37,7 +37,7 @@ async def create_session(request: Request, req: OptionalLimits) -> SessionInfo:
     """Open a session: a persistent interpreter in a sandbox of its own (429 when
     ``BOXED_MAX_SESSIONS`` are open)."""
     info = await request.app.state.executor.sessions.create(req)
-    metrics.counter(metrics.REQUESTS, "/sessions", "201").inc()
+    metrics.count_request("/sessions", "201")
     return info
 
 
@@ -51,7 +51,7 @@ async def get_session(session_id: str, request: Request) -> SessionInfo:
 async def delete_session(session_id: str, request: Request) -> Response:
     """Remove the session; answers once its sandbox is gone."""
     await request.app.state.executor.sessions.delete(session_id)
-    metrics.counter(metrics.REQUESTS, "/sessions/{session_id}", "204").inc()
+    metrics.count_request("/sessions/{session_id}", "204")
     return Response(status_code=204)
 
 
@@ -71,5 +71,5 @@ async def execute_in_session(
     rid = request_id(request)
     response.headers["X-Request-ID"] = rid
     result = await request.app.state.executor.sessions.execute(session_id, req, rid)
-    metrics.counter(metrics.REQUESTS, "/sessions/{session_id}/execute", result.status).inc()
+    metrics.count_request("/sessions/{session_id}/execute", result.status)
     return result

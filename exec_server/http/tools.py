@@ -20,7 +20,7 @@ async def calculate(req: CalculateRequest) -> CalculateResponse:
     try:
         value = evaluate(req.expr)
     except CalculationError as exc:
-        metrics.REQUESTS.labels("/calculate", "error").inc()
+        metrics.count_request("/calculate", "error")
         return CalculateResponse(value=None, error=str(exc))
-    metrics.REQUESTS.labels("/calculate", "ok").inc()
+    metrics.count_request("/calculate", "ok")
     return CalculateResponse(value=value, error=None)
