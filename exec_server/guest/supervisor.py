@@ -439,7 +439,7 @@ class _Child:
     It owns the supervisor's ends of the child's descriptors; each is closed exactly once.
     """
 
-    def __init__(self, config, zygote):
+    def __init__(self, zygote):
         self.zygote = zygote
         self.heavy = zygote.heavy
         self.body_fd = os.memfd_create("boxed-request", os.MFD_CLOEXEC)
@@ -461,13 +461,17 @@ class _Child:
         """Readable once the child has ended (its zygote's report is waiting), or the zygote."""
         return self.zygote.sock.fileno()
 
-    def has_ended(self):
-        """Whether the child has ended (its exit is then known), without waiting."""
+    def _zygote_report(self, block):
+        """Take the zygote's report of the child's exit, if there is one (or wait for it)."""
         if self.ended is None and not self.orphaned:
             try:
-                self.ended = self.zygote.exit_of(block=False)
+                self.ended = self.zygote.exit_of(block)
             except _ZygoteGone:
                 self.orphaned = True
+
+    def has_ended(self):
+        """Whether the child has ended (its exit is then known), without waiting."""
+        self._zygote_report(block=False)
         if self.ended is None and self.orphaned:
             if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                 self.wait()
@@ -494,11 +498,7 @@ class _Child:
 
     def wait(self):
         """(wait status, CPU seconds with its reaped descendants', peak RSS KiB), once ended."""
-        if self.ended is None and not self.orphaned:
-            try:
-                self.ended = self.zygote.exit_of()
-            except _ZygoteGone:
-                self.orphaned = True
+        self._zygote_report(block=True)
         if self.ended is None:
             try:
                 _, status, usage = os.wait4(self.pid, 0)
@@ -1225,12 +1225,11 @@ def main(config):
     # The heavy zygote now, or at the first snippet that needs it (see backends/supervised.py:
     # Preload): importing sympy and numpy is most of a container's start-up.
     heavy_zygote = _Zygote(config, heavy=True) if config.get("preload_at_start", True) else None
-    zygotes = [z for z in (light, heavy_zygote) if z is not None]
     counters = _Counters()
     gc.freeze()
     heavy = False  # the kind of child forked ahead: the kind the last snippet needed
     baseline = _Baseline(counters)
-    child = _Child(config, light)
+    child = _Child(light)
     os.write(1, READY_MARKER)
     while True:
         size = _read_exact(4)
@@ -1248,8 +1247,7 @@ def main(config):
                 _wipe_writable(uid, gid)  # its working directory
             if heavy and heavy_zygote is None:
                 heavy_zygote = _late_zygote(config, baseline)
-                zygotes.append(heavy_zygote)
-            child = child or _Child(config, heavy_zygote if heavy else light)
+            child = child or _Child(heavy_zygote if heavy else light)
             alone = _serve_one(header, child, config, counters)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
             _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
@@ -1261,13 +1259,14 @@ def main(config):
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
             continue
+        zygotes = [z for z in (light, heavy_zygote) if z is not None]
         problems = _problems(uid, gid, zygotes, counters, alone, baseline)
         if not header.get("keep"):
             problems += _drop_programs()  # a compiled program lives for its judge request only
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             try:
-                child = _Child(config, heavy_zygote if heavy else light)
+                child = _Child(heavy_zygote if heavy else light)
             except (OSError, RuntimeError) as exc:
                 problems.append(f"cannot fork the next child: {exc!r}")
         verdict = {"clean": not problems, "problems": problems}
