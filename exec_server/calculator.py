@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 __all__ = [
     "DEADLINE_SECONDS",
+    "MAX_COMBINATORIAL_BITS",
     "MAX_DEPTH",
     "MAX_EXPR_CHARS",
     "MAX_INT_BITS",
@@ -51,10 +52,18 @@ _INT_LIMIT = 10**MAX_INT_DIGITS
 # Every accepted integer has at most this many bits; 2**MAX_INT_BITS is already too large.
 MAX_INT_BITS = _INT_LIMIT.bit_length()
 
-# Backstop only: the size checks already bound each step, and typical expressions take tens of
-# microseconds. Checked between nodes, so it can overrun by one operation (a few ms at most);
-# only dozens of cap-sized operations in one expression reach it.
-DEADLINE_SECONDS = 0.05
+# comb, perm and factorial are the operations whose cost is not bounded well by the size of their
+# result: comb(14280, 7140), just under the cap, takes 3-8 ms where a product of the same size takes
+# 0.06 ms. Their integer results may total this many bits per expression (four cap-sized results):
+# an expression of them costs at most ~35 ms, and the same expression always gets the same answer.
+MAX_COMBINATORIAL_BITS = 4 * MAX_INT_BITS
+
+# Backstop only, for costs nobody foresaw: the caps above bound every operation we know (the
+# costliest expression we could build within them takes ~25 ms of CPU). Checked between nodes, in
+# this thread's CPU time and not the wall clock, and ten times what the caps allow: a loaded host
+# that preempts the service, or a garbage collection (65 ms in a test process), must never turn a
+# correct expression into an error.
+DEADLINE_SECONDS = 0.5
 
 # Names quoted in error messages are cut to this length, so a message stays one short line.
 _MAX_QUOTED_CHARS = 40
@@ -79,12 +88,12 @@ def evaluate(expr: str) -> int | float:
     Never raises anything else and never runs long: sizes are bounded before anything is parsed
     or computed, so hostile input costs microseconds.
     """
-    started = time.perf_counter()
+    deadline = _Deadline(DEADLINE_SECONDS)
     try:
         source = _checked_source(expr)
         tree = _parse(source)
         _check_tree(tree, source)
-        return _Interpreter(started + DEADLINE_SECONDS).run(tree.body)
+        return _Interpreter(deadline).run(tree.body)
     except CalculationError:
         raise
     except Exception as exc:  # Python's own arithmetic errors, plus anything unforeseen.
@@ -389,6 +398,7 @@ _MATH_FUNCTIONS: dict[str, Callable[..., object]] = {
     name: getattr(math, name) for name in _MATH_FUNCTION_NAMES if hasattr(math, name)
 }
 _MATH_FUNCTIONS.update(factorial=_factorial, comb=_comb, perm=_perm, lcm=_lcm)
+_COMBINATORIAL = frozenset((_factorial, _comb, _perm))
 _FUNCTIONS: dict[str, Callable[..., object]] = {
     **_MATH_FUNCTIONS,
     "abs": abs,
@@ -418,15 +428,37 @@ def _check_result(value: object) -> None:
 # --- Evaluation ---------------------------------------------------------------------------------
 
 
+class _Deadline:
+    """``seconds`` of this thread's CPU time from now.
+
+    The thread's CPU clock is a system call (~0.4 us) and the wall clock is not (~0.1 us), so the
+    wall clock is read first: a thread cannot have used more CPU than the time that has passed.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.wall_started = time.perf_counter()
+        self.cpu_started = time.thread_time()
+
+    def passed(self) -> bool:
+        return (
+            time.perf_counter() - self.wall_started > self.seconds
+            and time.thread_time() - self.cpu_started > self.seconds
+        )
+
+
 class _Interpreter:
     """Walks a checked tree; recursion depth is bounded by MAX_DEPTH."""
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: _Deadline) -> None:
         self.deadline = deadline
+        self.combinatorial_bits = 0
 
     def run(self, node: ast.expr) -> int | float:
-        if time.perf_counter() > self.deadline:
-            raise CalculationError(f"evaluation took too long (max {DEADLINE_SECONDS} s)")
+        if self.deadline.passed():
+            raise CalculationError(
+                f"evaluation took too long (max {self.deadline.seconds} s of CPU time)"
+            )
         value = self._compute(node)
         _check_result(value)
         return value  # type: ignore[return-value]  # _check_result proved int | float
@@ -445,10 +477,23 @@ class _Interpreter:
             return _UNARY_OPERATORS[type(node.op)](self.run(node.operand))
         if isinstance(node, ast.Call):
             function = _function_for(node.func)
-            return function(*[self.run(arg) for arg in node.args])
+            value = function(*[self.run(arg) for arg in node.args])
+            if function in _COMBINATORIAL and type(value) is int:
+                self._charge_combinatorial(value)
+            return value
         if isinstance(node, ast.Name | ast.Attribute):
             return _constant_for(node)
         raise CalculationError(f"{type(node).__name__} expressions are not allowed")
+
+    def _charge_combinatorial(self, value: int) -> None:
+        # Charged after the call, so one call (a few ms at most) can go past the budget.
+        self.combinatorial_bits += value.bit_length()
+        if self.combinatorial_bits > MAX_COMBINATORIAL_BITS:
+            raise CalculationError(
+                "too much combinatorial work: the results of comb, perm and factorial in one "
+                f"expression may total at most {MAX_COMBINATORIAL_BITS} bits "
+                f"(about {int(MAX_COMBINATORIAL_BITS * math.log10(2))} digits)"
+            )
 
 
 def _describe_python_error(exc: Exception) -> str:
