@@ -56,25 +56,16 @@ SETUP_TIMEOUT = 30.0
 def _interpreter_main(sock, out_w, err_w, config):
     """The forked interpreter: set up like a snippet's child, then serve calls. Never returns."""
     try:
-        supervisor._restore_signals()
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDONLY)
         for fd, target in ((devnull, 0), (out_w, 1), (err_w, 2), (sock.fileno(), 3)):
             os.dup2(fd, target)
         os.closerange(4, supervisor.resource.getrlimit(supervisor.resource.RLIMIT_NOFILE)[1])
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
-        os.nice(19)
-        supervisor._drop_privileges(int(config["uid"]), int(config["gid"]))
-        if supervisor._libc.prctl(supervisor.PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
-            raise OSError("PR_SET_DUMPABLE failed")
-        os.mkdir(supervisor.RUN_DIR, 0o700)
-        os.chdir(supervisor.RUN_DIR)
-        sys.argv = ["-c"]
-        supervisor._small_threads()
+        supervisor._interpreter_defaults(config)  # no zygote made this one
+        supervisor._enter_sandbox(config)
         session = config["session"]
         limits = {"cpu": session["cpu_budget"], "memory_mb": session["memory_mb"]}
-        supervisor._set_limits(limits, config)
+        supervisor._set_request_limits(limits, config)
         channel = socket.socket(fileno=3)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before code
         os.write(2, f"boxed session: interpreter set-up failed: {exc!r}\n".encode())

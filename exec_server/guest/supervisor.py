@@ -240,12 +240,6 @@ def _set_request_limits(limits, config):
     )
 
 
-def _set_limits(limits, config):
-    """Every limit of a process that no zygote made (the session interpreter)."""
-    _set_fixed_limits(config)
-    _set_request_limits(limits, config)
-
-
 def _lower_limits(*settings):
     for which, soft, hard in settings:
         ceiling = resource.getrlimit(which)[1]
@@ -294,27 +288,43 @@ def _read_to_end(fd):
     return b"".join(chunks)
 
 
+def _interpreter_defaults(config):
+    """What a snippet's interpreter inherits from the process that forks it: the signal
+    dispositions, ``sys.argv``, the thread defaults and the fixed limits. Set once in each
+    zygote and in a session's interpreter; a child that set them again would pay a copy-on-write
+    fault for every page it touched."""
+    _restore_signals()
+    sys.argv = ["-c"]
+    _small_threads()
+    _set_fixed_limits(config)
+
+
+def _enter_sandbox(config):
+    """The snippet's side of the sandbox, entered by every child and by a session's interpreter
+    before any of its code runs (the caller has made it a session leader with its own streams)."""
+    # Under memory pressure the kernel should take the snippet. The snippet may lower it
+    # again (a floor needs CAP_SYS_RESOURCE): then the host learns of the OOM kill from
+    # the engine, and the verdict is the same.
+    _write_file("/proc/self/oom_score_adj", b"1000")
+    os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
+    _drop_privileges(int(config["uid"]), int(config["gid"]))
+    # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
+    # own its /proc entries as in container mode (its memory is only a preload's copy).
+    if _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_DUMPABLE")
+    os.mkdir(RUN_DIR, 0o700)
+    os.chdir(RUN_DIR)
+
+
 def _child(body_fd, out_w, err_w, go_r, config):
     """The forked child: set up, wait for the snippet, run it. Never returns."""
     try:
-        # (The signal dispositions, the thread defaults and sys.argv are the zygote's, set
-        # once: a child that sets them again pays a copy-on-write fault per page it touches.)
+        # (The interpreter defaults are the zygote's: _interpreter_defaults.)
         os.setsid()
         for fd, target in ((body_fd, 0), (out_w, 1), (err_w, 2), (go_r, 3)):
             os.dup2(fd, target)
         os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-        # Under memory pressure the kernel should take the snippet. The snippet may lower it
-        # again (a floor needs CAP_SYS_RESOURCE): then the host learns of the OOM kill from
-        # the engine, and the verdict is the same.
-        _write_file("/proc/self/oom_score_adj", b"1000")
-        os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
-        _drop_privileges(int(config["uid"]), int(config["gid"]))
-        # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
-        # own its /proc entries as in container mode (its memory is only a preload's copy).
-        if _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "PR_SET_DUMPABLE")
-        os.mkdir(RUN_DIR, 0o700)
-        os.chdir(RUN_DIR)
+        _enter_sandbox(config)
         handed = _read_to_end(3)  # blocks until the snippet is in the memfd
         if not handed:
             os._exit(0)  # the supervisor is going away
@@ -401,10 +411,7 @@ def _zygote_main(sock, config, preload):
         own = sock.fileno()
         os.closerange(3, own)
         os.closerange(own + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-        _restore_signals()
-        sys.argv = ["-c"]
-        _small_threads()
-        _set_fixed_limits(config)
+        _interpreter_defaults(config)
         # The children's first calls of these, made here: a first call sets up what later ones
         # reuse (ctypes looks the function up, json its decoder), each child would pay for it.
         _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
