@@ -2,11 +2,12 @@
 SandboxFusion client does it), in the same run, for C++ and Python; and the result cache on a
 GRPO-shaped batch (16 completions per problem, half of them identical).
 
-    python bench/bench_judge.py [--problems 100] [--tests 10] [--languages cpp,python]
+    python bench/bench_judge.py [--problems 100] [--tests 10] [--languages cpp,python] [--cpu]
 
 Starts its own service on a free loopback port (pool 2). Every problem has its own program
 (so neither way gets a cache hit), ten stdin/stdout tests and a correct solution; both ways
-must find every test passed. Prints a markdown table.
+must find every test passed. Prints a markdown table; ``--cpu`` adds the CPU milliseconds per
+test by process class (``proc_cpu.py``) for each way.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from proc_cpu import ATTRIBUTED, Classes, CpuSampler  # noqa: E402
+
 from tests.service import ServiceProcess  # noqa: E402
 
 CONCURRENCY = 4
@@ -100,8 +104,22 @@ async def grpo(client: httpx.AsyncClient, problems: int, cache: bool) -> tuple[f
     return elapsed, sum(d["cached"] for d in data)
 
 
+async def accounted(classes: Classes | None, tests: int, way: object) -> tuple[float, str]:
+    """``way``'s seconds, and (with ``classes``) its CPU per test by process class."""
+    sampler = CpuSampler(classes).start() if classes else None
+    elapsed = await way  # type: ignore[misc]
+    if sampler is None:
+        return elapsed, ""
+    seconds = sampler.stop().seconds
+    per_test = {c: seconds.get(c, 0.0) * 1000 / tests for c in ATTRIBUTED}
+    shown = ", ".join(f"{c} {ms:.2f}" for c, ms in per_test.items())
+    return elapsed, f"{sum(per_test.values()):.2f} ms ({shown})"
+
+
 async def main(args: argparse.Namespace) -> None:
     service = ServiceProcess(BOXED_POOL_SIZE="2", BOXED_QUEUE_TIMEOUT="600").start()
+    classes = Classes(service.proc.pid, "service", service.instance) if args.cpu else None
+    cpu_rows = []
     try:
         limits = httpx.Limits(max_connections=CONCURRENCY)
         async with httpx.AsyncClient(base_url=service.url, timeout=600, limits=limits) as client:
@@ -117,13 +135,24 @@ async def main(args: argparse.Namespace) -> None:
                 codes = [template.format(k=k + 1) for k in range(args.problems)]
                 warm = [template.format(k=k + 1) + "\n" for k in range(2)]
                 await by_judge(client, language, warm, suites[:2])
-                judged = await by_judge(client, language, codes, suites)
-                per_test = await by_run_code(client, language, codes, suites)
+                tests = args.problems * args.tests
+                judged, judged_cpu = await accounted(
+                    classes, tests, by_judge(client, language, codes, suites)
+                )
+                per_test, per_test_cpu = await accounted(
+                    classes, tests, by_run_code(client, language, codes, suites)
+                )
+                cpu_rows.append((language, "/judge", judged_cpu))
+                cpu_rows.append((language, "/run_code", per_test_cpu))
                 n = args.problems
                 print(f"| {language} | /judge | {n} | {judged:.1f} | {n / judged:.2f} | "
                       f"{per_test / judged:.1f}x |")  # fmt: skip
                 print(f"| {language} | /run_code per test | {n * args.tests} | {per_test:.1f} | "
                       f"{n / per_test:.2f} | 1x |")  # fmt: skip
+            if classes:
+                print("\nCPU per test, milliseconds, by process class")
+                for language, way, figures in cpu_rows:
+                    print(f"- {language} {way}: {figures}")
             cold, _ = await grpo(client, args.grpo_problems, cache=False)
             warm_, hits = await grpo(client, args.grpo_problems, cache=True)
             total = args.grpo_problems * 16
@@ -142,4 +171,5 @@ if __name__ == "__main__":
     parser.add_argument("--tests", type=int, default=10)
     parser.add_argument("--languages", default="cpp,python")
     parser.add_argument("--grpo-problems", type=int, default=8)
+    parser.add_argument("--cpu", action="store_true", help="CPU per test by process class")
     asyncio.run(main(parser.parse_args()))
