@@ -261,3 +261,46 @@ def test_a_drain_with_every_writer_gone_ends_at_once_and_finds_no_stray() -> Non
     found = drain_probe("gone")
     assert found["none"] and found["open"] == 0 and found["sent"] == 3, found
     assert found["elapsed"] < 0.2, found
+
+
+PROVE_THE_DROP = """
+import sys
+from exec_server.guest import supervisor
+config = {"uid": 10001, "gid": 10001}
+supervisor._prove_the_drop(config)  # a plain drop from root: no capability left
+PR_SET_KEEPCAPS = 8
+assert supervisor._libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == 0
+try:
+    supervisor._prove_the_drop(config)  # keep-caps: the drop leaves the permitted set
+except RuntimeError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_zygote_proves_the_uid_drop_leaves_no_capability() -> None:
+    # Every child of a zygote inherits its capability sets and securebits unchanged, so the
+    # zygote's one proof covers each child's drop (the children check only their uid and gid).
+    assert os.geteuid() == 0, "the supervisor's uid drop needs root"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROVE_THE_DROP], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("refused: the uid drop leaves capabilities"), proc.stdout
+    assert "capabilities left after the drop" in proc.stderr and "CapPrm" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"cpu": 2.5, "memory_mb": 256},
+        {"cpu": 10.0, "memory_mb": 2048},
+        {"cpu": 1.0, "memory_mb": 64, "argv": ["/usr/bin/g++", "x.cpp"], "source": "x.cpp"},
+        {"cpu": 1.0, "memory_mb": 64, "files": True},
+    ],
+)
+def test_a_child_reads_back_the_limits_the_supervisor_hands_over(limits: dict) -> None:
+    from exec_server.guest import supervisor
+
+    text = supervisor._hand_over_text(limits)
+    assert supervisor._handed_limits(text) == limits
+    assert text.startswith(b"{") == (len(limits) > 2)  # JSON only when there is more

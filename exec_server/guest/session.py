@@ -63,6 +63,7 @@ def _interpreter_main(sock, out_w, err_w, config):
         os.closerange(4, supervisor.resource.getrlimit(supervisor.resource.RLIMIT_NOFILE)[1])
         supervisor._interpreter_defaults(config)  # no zygote made this one
         supervisor._enter_sandbox(config)
+        supervisor._check_no_capabilities()  # no zygote proved the drop for this process
         session = config["session"]
         limits = {"cpu": session["cpu_budget"], "memory_mb": session["memory_mb"]}
         supervisor._set_request_limits(limits, config)

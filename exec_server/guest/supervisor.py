@@ -259,6 +259,10 @@ def _drop_privileges(uid, gid):
     os.setuid(uid)
     if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
         raise RuntimeError("uid/gid drop incomplete")
+
+
+def _check_no_capabilities():
+    """Raise unless this process holds no capability (after ``_drop_privileges``)."""
     fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
     try:
         status = _read_to_end(fd)
@@ -273,12 +277,25 @@ def _drop_privileges(uid, gid):
             raise RuntimeError(f"capabilities left after the drop: {status[at : at + 40]!r}")
 
 
-def _write_file(path, data):
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        _write_all(data, fd)
-    finally:
-        os.close(fd)
+def _prove_the_drop(config):
+    """Fork a child that drops to the sandbox uid and proves it holds no capability.
+
+    Done once per zygote, not in every child (reading and parsing /proc/self/status cost a child
+    about 25 copy-on-write faults): what a uid change leaves depends only on the process's
+    capability sets and securebits, which every child inherits unchanged from its zygote, and
+    which the zygote never changes. Each child still checks its own uid and gid change."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _drop_privileges(int(config["uid"]), int(config["gid"]))
+            _check_no_capabilities()
+        except BaseException as exc:  # noqa: BLE001 - every failure must stop the zygote
+            os.write(2, f"boxed supervisor: the uid drop is not clean: {exc!r}\n".encode())
+            os._exit(SETUP_FAILED)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise RuntimeError("the uid drop leaves capabilities (see the message above)")
 
 
 def _read_to_end(fd):
@@ -305,15 +322,33 @@ def _enter_sandbox(config):
     # Under memory pressure the kernel should take the snippet. The snippet may lower it
     # again (a floor needs CAP_SYS_RESOURCE): then the host learns of the OOM kill from
     # the engine, and the verdict is the same.
-    _write_file("/proc/self/oom_score_adj", b"1000")
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    os.write(fd, b"1000")  # (one write into procfs, whole or an error)
+    os.close(fd)
     os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
-    _drop_privileges(int(config["uid"]), int(config["gid"]))
+    _drop_privileges(int(config["uid"]), int(config["gid"]))  # its zygote proved it clean
     # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
     # own its /proc entries as in container mode (its memory is only a preload's copy).
     if _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "PR_SET_DUMPABLE")
     os.mkdir(RUN_DIR, 0o700)
     os.chdir(RUN_DIR)
+
+
+def _hand_over_text(limits):
+    """What the supervisor writes to a child that waits for its snippet: "cpu memory_mb" for a
+    plain run (a json.loads costs the child about 25 copy-on-write faults), JSON otherwise."""
+    if limits.keys() == {"cpu", "memory_mb"}:
+        return b"%r %d" % (float(limits["cpu"]), int(limits["memory_mb"]))
+    return json.dumps(limits).encode()
+
+
+def _handed_limits(data):
+    """The limits ``_hand_over_text`` wrote."""
+    if data.startswith(b"{"):
+        return json.loads(data)
+    cpu, memory_mb = data.split()
+    return {"cpu": float(cpu), "memory_mb": int(memory_mb)}
 
 
 def _child(body_fd, out_w, err_w, go_r, config):
@@ -333,7 +368,7 @@ def _child(body_fd, out_w, err_w, go_r, config):
         # Only lowering limits, which needs no privilege.
         # (Processes: the container's pids cgroup, which only this snippet uses while it runs;
         # RLIMIT_NPROC would count the sandbox uid across every container of the host.)
-        limits = json.loads(handed)
+        limits = _handed_limits(handed)
         _set_request_limits(limits, config)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
         os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
@@ -412,10 +447,12 @@ def _zygote_main(sock, config, preload):
         os.closerange(3, own)
         os.closerange(own + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         _interpreter_defaults(config)
+        _prove_the_drop(config)
         # The children's first calls of these, made here: a first call sets up what later ones
         # reuse (ctypes looks the function up, json its decoder), each child would pay for it.
         _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
         json.loads('{"memory_mb": 1}')
+        _handed_limits(b"1.0 1")
         for name in preload:
             try:
                 __import__(name)
@@ -487,7 +524,7 @@ class _Child:
     def hand_over(self, limits):
         """Give the child its limits: it runs the snippet already spliced into its memfd."""
         try:
-            _write_all(json.dumps(limits).encode(), self.go_w)
+            _write_all(_hand_over_text(limits), self.go_w)
         except BrokenPipeError:  # it died in its set-up: say why
             os.set_blocking(self.err_r, False)
             try:
