@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 import httpx
@@ -104,10 +105,12 @@ async def grpo(client: httpx.AsyncClient, problems: int, cache: bool) -> tuple[f
     return elapsed, sum(d["cached"] for d in data)
 
 
-async def accounted(classes: Classes | None, tests: int, way: object) -> tuple[float, str]:
+async def accounted(
+    classes: Classes | None, tests: int, way: Awaitable[float]
+) -> tuple[float, str]:
     """``way``'s seconds, and (with ``classes``) its CPU per test by process class."""
     sampler = CpuSampler(classes).start() if classes else None
-    elapsed = await way  # type: ignore[misc]
+    elapsed = await way
     if sampler is None:
         return elapsed, ""
     seconds = sampler.stop().seconds
