@@ -1,11 +1,14 @@
 """Where one process-mode snippet's time goes, layer by layer (sequential, `print(1)`).
 
-    python bench/bench_breakdown.py [--runs N]
+    python bench/bench_breakdown.py [--runs N] [--sandbox-only] [--streams [--rounds R]]
 
 * sandbox: ``DockerSandbox.run`` (the docker-process backend) on one warm container, no
   service: from sending the snippet to the observation, and the part of it from the hand-over
   to the reaped child (``duration_ms``); then ``settle`` (the clean-up and the next child's
-  fork, off the request's path);
+  fork, off the request's path), with the CPU per snippet of the container, of the engine
+  (dockerd, containerd and the shims) and of this process (the host side of the backend);
+  ``--streams`` measures only this layer, over the supervisor's own socket and over the
+  engine's attach stream (``BOXED_SUPERVISOR_SOCKET``), taking turns ``--rounds`` times;
 * executor: ``Executor.execute`` in this process (admission, the pool, the run, the verdict);
 * HTTP layer: ``POST /execute`` against the real app whose executor answers at once (uvicorn,
   routing, validation, serialisation), and ``GET /healthz`` beside it;
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import threading
@@ -26,7 +30,9 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+from proc_cpu import ENGINE_PREFIXES, read_stat  # noqa: E402
+
 from exec_server.app import create_app  # noqa: E402
 from exec_server.backends.base import Job  # noqa: E402
 from exec_server.backends.docker import DockerBackend  # noqa: E402
@@ -62,11 +68,30 @@ def container_cpu_ns(container_id: str) -> int | None:
         return None
 
 
-async def sandbox_layer(runs: int) -> dict[str, float]:
-    backend = DockerBackend(settings(), reuse=True)
+def engine_cpu() -> dict[tuple[int, int], float]:
+    """CPU seconds so far of each engine process (dockerd, containerd, the shims), keyed by
+    (pid, start time)."""
+    found = {}
+    for name in os.listdir("/proc"):
+        stat = read_stat(int(name)) if name.isdigit() else None
+        if stat is not None and stat.comm.startswith(ENGINE_PREFIXES):
+            found[int(name), stat.start] = stat.own
+    return found
+
+
+def engine_cpu_since(before: dict[tuple[int, int], float]) -> float:
+    """What the engine processes alive before and now used in between (a shim that exited
+    meanwhile, another container's, does not count)."""
+    now = engine_cpu()
+    return sum(now[key] - used for key, used in before.items() if key in now)
+
+
+async def sandbox_layer(runs: int, socket: bool = True) -> dict[str, float]:
+    backend = DockerBackend(settings(supervisor_socket=socket), reuse=True)
     job = Job(code=CODE, stdin="", limits=RunLimits(5, 5, 256, 65536))
     sandbox = await backend.create_warm(256)
     total, child, settle, cpu = [], [], [], []
+    engine, host = engine_cpu(), time.process_time()
     try:
         for _ in range(runs):
             cpu_before = container_cpu_ns(sandbox.id)
@@ -83,6 +108,7 @@ async def sandbox_layer(runs: int) -> dict[str, float]:
             if sandbox.runs >= backend.settings.process_max_runs - 1:
                 await sandbox.discard()
                 sandbox = await backend.create_warm(256)
+        engine_used, host_used = engine_cpu_since(engine), time.process_time() - host
     finally:
         await sandbox.discard()
         await backend.close()
@@ -91,7 +117,24 @@ async def sandbox_layer(runs: int) -> dict[str, float]:
         "  of it hand-over to reaped child": p50(child),
         "settle (after the answer)": p50(settle),
         **({"sandbox CPU per snippet (container cgroup)": p50(cpu)} if cpu else {}),
+        "engine CPU per snippet (mean)": engine_used * 1000 / runs,
+        "host side CPU per snippet (this process, mean)": host_used * 1000 / runs,
     }
+
+
+async def streams(runs: int, rounds: int) -> None:
+    """The sandbox layer over each stream, taking turns: one column per stream and round."""
+    columns: dict[str, dict[str, float]] = {}
+    for round_ in range(1, rounds + 1):
+        for socket in (True, False):
+            name = f"{'socket' if socket else 'attach'} {round_}"
+            columns[name] = await sandbox_layer(runs, socket)
+            print(f"{name}: done", file=sys.stderr)
+    print(f"\n`{CODE}`, {runs} sequential runs per column (p50 in ms, means marked)\n")
+    print("| layer | " + " | ".join(columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for row in next(iter(columns.values())):
+        print(f"| {row} | " + " | ".join(f"{c[row]:.2f}" for c in columns.values()) + " |")
 
 
 async def executor_layer(runs: int) -> dict[str, float]:
@@ -166,8 +209,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--sandbox-only", action="store_true", help="only the sandbox layer")
+    parser.add_argument("--streams", action="store_true", help="the sandbox layer, each stream")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each stream takes")
     args = parser.parse_args()
     runs = args.runs
+    if args.streams:
+        return asyncio.run(streams(runs, args.rounds))
     rows = asyncio.run(sandbox_layer(runs))
     if args.sandbox_only:
         return print_rows(rows, runs)

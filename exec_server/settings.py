@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     # Sandboxes
     sandbox_image: str = "boxed-sandbox:latest"
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. 'runsc' (gVisor).")
+    supervisor_socket: bool = Field(
+        default=True,
+        description="Docker backends: speak to each sandbox's supervisor over a unix socket "
+        "reached through /proc/<pid>/root instead of the engine's attach stream (a service "
+        "running as root in the host's PID namespace, runc); otherwise, or when it cannot, "
+        "the attach stream.",
+    )
     sandbox_user: str = "10001:10001"
     preload: str = Field(default="sympy,numpy", description="Modules imported before the code.")
     isolation: Isolation = Field(

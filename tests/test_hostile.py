@@ -757,9 +757,10 @@ def _proc_mountinfo(svc: Service, row: dict[str, Any]) -> None:
     assert not re.search(r"(^|[\s,=:])/(work|root|home)(/|\s|,|$)", text, re.M), text
     docker_files = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/usr/sbin/docker-init")
     # /box: the compiled programs of /judge (root's tmpfs, mode 0755; exec_server/languages.py)
-    # a sandbox pod's own: the listener's state directory and the shared secret, root's only
-    pod_files = ("/run/boxed", "/run/secrets/boxed/sandbox-key") if svc.variant.pods else ()
-    allowed = ("/proc", "/dev", "/sys", "/tmp", "/box", *docker_files, *pod_files)
+    # /run/boxed: root's tmpfs, mode 0700: the supervisor's socket until the service connected
+    # (exec_server/backends/docker.py), a sandbox pod's listener state; and a pod's secret
+    pod_files = ("/run/secrets/boxed/sandbox-key",) if svc.variant.pods else ()
+    allowed = ("/proc", "/dev", "/sys", "/tmp", "/box", "/run/boxed", *docker_files, *pod_files)
     points = [line.split()[4] for line in text.splitlines() if line.strip()]
     assert "/" in points and "/tmp" in points
     odd = [p for p in points if p != "/" and not p.startswith(allowed)]

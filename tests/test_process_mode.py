@@ -28,12 +28,15 @@ from unittest import mock
 import httpx
 import pytest
 
+from exec_server.backends import docker as docker_backend
 from exec_server.backends.base import Job, SandboxError
+from exec_server.backends.docker import AttachStream, DirectStream, DockerBackend
 from exec_server.backends.supervised import Preload, SupervisedSandbox
 from exec_server.guest.protocol import CLEANUP, ERRORS, OUTPUT, RESULT, frame
 from exec_server.settings import Settings
 from exec_server.verdict import NotAVerdict, RunLimits, decide
 from tests.conftest import ServiceProcess, instance_containers, running_service
+from tests.service import IMAGE
 
 # gVisor shows a sandbox an empty /proc/self/cgroup: the container id WHERE reads is not there.
 WHERE_IS_RUNC_ONLY = pytest.mark.runc_only(
@@ -188,6 +191,128 @@ def test_forged_protocol_frames_stay_plain_output(single: str) -> None:
     assert data["status"] == "error" and data["exit_code"] == 5  # the verdict is not forged
     assert out.endswith('"duration_ms": 1}') and out.startswith("\x03\x00\x00\x00")
     assert data["stderr"] == "EACCES"
+
+
+# -- how the host reaches the supervisor ---------------------------------------------------------
+SOCKET_PROBE = """
+import os, socket
+for path in ('/run/boxed', '/proc/1/root/run/boxed'):
+    try:
+        print(os.listdir(path))
+    except OSError as exc:
+        print(type(exc).__name__)
+for path in ('/run/boxed/host.sock', '/proc/1/root/run/boxed/host.sock'):
+    try:
+        socket.socket(socket.AF_UNIX).connect(path)
+        print('connected')
+    except OSError as exc:
+        print(type(exc).__name__)
+"""
+
+
+def backend_for_test(**settings: object) -> DockerBackend:
+    return DockerBackend(
+        Settings(sandbox_image=IMAGE, instance=f"t-{uuid.uuid4().hex[:8]}", **settings),
+        reuse=True,
+    )
+
+
+async def run_twice(backend: DockerBackend, code: str) -> tuple[type, list[str]]:
+    """Warm one sandbox of ``backend``, run ``code`` then ``print(6*7)`` in it, clean up
+    between: (the stream type, the two stdouts)."""
+    sandbox = await backend.create_warm()
+    try:
+        outputs = []
+        for snippet in (code, "print(6*7)"):
+            observation = await sandbox.run(_job(snippet))
+            assert observation.exit_code == 0, observation
+            assert await sandbox.settle()
+            outputs.append(observation.stdout.decode())
+        return type(sandbox.stream), outputs
+    finally:
+        await sandbox.discard()
+        await backend.close()
+
+
+@pytest.mark.docker
+def test_the_supervisor_is_served_over_a_socket_no_snippet_can_reach() -> None:
+    """The host connects to the supervisor's unix socket from outside the container; the path
+    is gone, and its directory root's alone, before the first snippet runs."""
+    backend = backend_for_test()
+    seen: list[bool] = []
+    connect = backend._connect_to_supervisor
+
+    def connect_and_look(container_id: str, pid: int) -> object:
+        sock = connect(container_id, pid)
+        time.sleep(0.2)  # the supervisor has taken the connection and moved on
+        seen.append(os.path.exists(f"/proc/{pid}/root{docker_backend.SOCKET_PATH}"))
+        return sock
+
+    backend._connect_to_supervisor = connect_and_look  # type: ignore[method-assign]
+    stream, (probe, answer) = asyncio.run(run_twice(backend, SOCKET_PROBE))
+    assert stream is DirectStream
+    assert seen == [False], "the socket's path must be removed once the host is connected"
+    assert probe.split() == ["PermissionError"] * 4, probe
+    assert answer == "42\n"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("why", ["turned off", "unreachable"])
+def test_without_the_socket_the_supervisor_is_served_over_the_attach_stream(
+    why: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Off by setting, or when this service cannot reach the socket (a service in a PID
+    namespace of its own, not root, another runtime): the attach stream, same answers."""
+    if why == "turned off":
+        backend = backend_for_test(supervisor_socket=False)
+        assert not backend.direct
+    else:
+        backend = backend_for_test()
+
+        def unreachable(self: DockerBackend, container_id: str, pid: int) -> object:
+            raise OSError(f"process {pid} is not visible here")
+
+        monkeypatch.setattr(DockerBackend, "_connect_to_supervisor", unreachable)
+    stream, outputs = asyncio.run(run_twice(backend, "print('over the engine')"))
+    assert stream is AttachStream
+    assert outputs == ["over the engine\n", "42\n"]
+    assert not backend.direct  # and the next containers do not try again
+    if why == "unreachable":
+        assert "is not visible here" in caplog.text
+
+
+def test_gvisor_sandboxes_are_reached_over_the_attach_stream() -> None:
+    """runsc keeps a container's files in its sentry: no host path leads to the socket."""
+    assert not DockerBackend(Settings(runtime="runsc"), reuse=True).direct
+    assert DockerBackend(Settings(), reuse=True).direct
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("how", ["socket", "socket, before it listens", "attach"])
+def test_a_supervisors_last_words_reach_the_warm_up_error(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor's stderr comes through the engine either way: a supervisor that fails
+    at start says why in the error (its configuration lacks the sandbox uid, or it cannot
+    bind its socket); one that dies before it listens is no reason to give the socket up."""
+    real = docker_backend.supervisor_config
+
+    def without_uid(*args: object, **kwargs: object) -> dict:
+        config = real(*args, **kwargs)  # type: ignore[arg-type]
+        del config["uid"]
+        return config
+
+    if how == "socket, before it listens":
+        monkeypatch.setattr(docker_backend, "SOCKET_PATH", "/nowhere/host.sock")
+        expected = "FileNotFoundError"
+    else:
+        monkeypatch.setattr(docker_backend, "supervisor_config", without_uid)
+        expected = "KeyError: 'uid'"
+    backend = backend_for_test(supervisor_socket=how != "attach")
+    with pytest.raises(SandboxError, match=f"(?s)exited during warm-up: .*{expected}"):
+        asyncio.run(backend.create_warm())
+    assert backend.direct == (how != "attach")
+    asyncio.run(backend.close())
 
 
 # -- nothing of a snippet reaches the next one -------------------------------------------------

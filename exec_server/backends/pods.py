@@ -26,13 +26,7 @@ from ..guest.listener import GREETING, NONCE_SIZE, PROOF_SIZE, SANDBOX, SERVICE,
 from ..settings import Settings
 from ..verdict import SnippetResult
 from .base import BackendHealth, SandboxError, SessionSpec
-from .supervised import (
-    Preload,
-    SupervisedSandbox,
-    close_socket,
-    socket_open,
-    supervisor_config,
-)
+from .supervised import Preload, SocketStream, SupervisedSandbox, supervisor_config
 
 log = logging.getLogger("boxed.pods")
 HANDSHAKE_TIMEOUT = 5.0
@@ -81,49 +75,34 @@ class PodSource(Protocol):
     async def close(self) -> None: ...
 
 
-class SocketStream:
-    """The supervisor's stdin and stdout: one TCP connection, read on the event loop. Its
-    stderr is the pod's log (``kubectl logs``), which the service does not read."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        sock.setblocking(False)
-        self.sock = sock
-
-    async def send(self, data: bytes) -> None:
-        await asyncio.get_running_loop().sock_sendall(self.sock, data)
-
-    async def receive(self) -> bytes:
-        return await asyncio.get_running_loop().sock_recv(self.sock, 65536)
-
-    async def receive_exact(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = await self.receive()
-            if not chunk:
-                raise HandshakeFailed("the pod's listener closed the connection")
-            data += chunk
-        return bytes(data)
+class PodStream(SocketStream):
+    """The supervisor's stdin and stdout: one TCP connection. Its stderr is the pod's log
+    (``kubectl logs``), which the service does not read."""
 
     def diagnostics(self) -> str:
         return "see the pod's log"
 
-    def is_alive(self) -> bool:
-        return socket_open(self.sock)
 
-    def close(self) -> None:
-        close_socket(self.sock)
+async def _receive_exact(stream: SocketStream, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = await stream.receive()
+        if not chunk:
+            raise HandshakeFailed("the pod's listener closed the connection")
+        data += chunk
+    return bytes(data)
 
 
 async def open_session(stream: SocketStream, key: bytes, bootstrap: bytes) -> None:
     """The service's side of the listener's hand-shake, then the bootstrap (see listener.py)."""
-    greeting = await stream.receive_exact(len(GREETING) + NONCE_SIZE)
+    greeting = await _receive_exact(stream, len(GREETING) + NONCE_SIZE)
     if not greeting.startswith(GREETING):
         raise HandshakeFailed(f"not a boxed listener (it said {greeting[:20]!r})")
     challenge = greeting[len(GREETING) :]
     nonce = os.urandom(NONCE_SIZE)
     await stream.send(nonce + proof(key, SERVICE, challenge, nonce))
     try:
-        answer = await stream.receive_exact(PROOF_SIZE)
+        answer = await _receive_exact(stream, PROOF_SIZE)
     except HandshakeFailed:
         raise HandshakeFailed(
             "the pod refused the service's proof: do both hold the same shared secret?"
@@ -136,9 +115,9 @@ async def open_session(stream: SocketStream, key: bytes, bootstrap: bytes) -> No
 class PodSandbox(SupervisedSandbox):
     """One claimed pod with its supervisor."""
 
-    stream: SocketStream
+    stream: PodStream
 
-    def __init__(self, backend: PodBackend, pod_id: str, stream: SocketStream) -> None:
+    def __init__(self, backend: PodBackend, pod_id: str, stream: PodStream) -> None:
         s = backend.settings
         super().__init__(
             pod_id,
@@ -215,7 +194,7 @@ class PodBackend:
         problem: Exception | None = None
         for _ in range(CLAIM_ATTEMPTS):
             pod_id, sock = await self.source.connect(deadline, session)
-            sandbox = PodSandbox(self, pod_id, SocketStream(sock))
+            sandbox = PodSandbox(self, pod_id, PodStream(sock))
             sandbox.memory_mb = memory_mb
             try:
                 async with asyncio.timeout(HANDSHAKE_TIMEOUT):

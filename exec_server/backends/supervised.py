@@ -151,6 +151,45 @@ def close_socket(sock: socket.socket) -> None:
             pass
 
 
+class SocketStream:
+    """A supervisor's stdin and stdout over one connected socket, read on the event loop."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+
+    async def send(self, data: bytes) -> None:
+        await asyncio.get_running_loop().sock_sendall(self.sock, data)
+
+    async def receive(self) -> bytes:
+        return await asyncio.get_running_loop().sock_recv(self.sock, 65536)
+
+    def diagnostics(self) -> str:
+        return ""
+
+    def is_alive(self) -> bool:
+        return socket_open(self.sock)
+
+    async def close_input(self) -> None:
+        """End the supervisor's stdin: it exits once it has read what was sent."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    async def wait_closed(self, seconds: float) -> None:
+        """Wait (briefly) for the stream to end: the supervisor has exited."""
+        try:
+            async with asyncio.timeout(seconds):
+                while await self.receive():
+                    pass
+        except (TimeoutError, OSError):
+            pass
+
+    def close(self) -> None:
+        close_socket(self.sock)
+
+
 class SupervisorGone(SandboxError):
     """The supervisor's stream ended: the sandbox died (killed from outside, or OOM-killed)."""
 

@@ -769,12 +769,14 @@ def _socket_key(address):
 @functools.cache
 def _own_connection():
     """Both ends of the TCP connection this supervisor is served over (``listener.py``), as
-    (local, remote) pairs of /proc/net/tcp*; empty when its stdin is no socket (Docker's
-    attach stream is a pipe)."""
+    (local, remote) pairs of /proc/net/tcp*; empty when its stdin is no TCP socket (Docker's
+    attach stream is a pipe, the Docker backends' own socket a unix one)."""
     if not stat.S_ISSOCK(os.fstat(0).st_mode):
         return frozenset()
     sock = socket.socket(fileno=os.dup(0))
     try:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return frozenset()
         here, there = _socket_key(sock.getsockname()), _socket_key(sock.getpeername())
     except (OSError, ValueError):
         return frozenset()
