@@ -283,11 +283,17 @@ class CpuSampler:
         by_pid: dict[int, list[Seen]] = {}
         for seen in self.seen.values():
             by_pid.setdefault(seen.pid, []).append(seen)
+        # What each holder's cutime grew by and no gone process has been taken off yet: a
+        # process that exits by itself can be reaped by an unsampled one (orphans of a
+        # container's init go to the host's subreaper), and its holder never held it.
+        unclaimed = {id(s): s.children_last - s.children_first for s in self.seen.values()}
         for seen in self.seen.values():
             totals[seen.own_class] += seen.own_last - seen.own_first
             totals[seen.children_class] += seen.children_last - seen.children_first
             if seen.gone_at is not None and (holder := self._holder(seen, by_pid)) is not None:
-                totals[holder.children_class] -= seen.own_last + seen.children_last
+                taken = min(seen.own_last + seen.children_last, unclaimed[id(holder)])
+                unclaimed[id(holder)] -= taken
+                totals[holder.children_class] -= taken
         return dict(totals)
 
     @staticmethod
