@@ -136,18 +136,30 @@ def running_snippet_container(marker: str) -> str:
     raise LookupError(marker)
 
 
+# The supervisor over its own socket (the default), over the engine's attach stream, in a pod.
+DAEMON_MODES = [
+    pytest.param(Variant("runc", "process"), {}, id="process"),
+    pytest.param(
+        Variant("runc", "process"), {"BOXED_SUPERVISOR_SOCKET": "false"}, id="process-attach"
+    ),
+    pytest.param(PODS, {}, id="pods"),
+]
+
+
+@pytest.mark.parametrize(("mode", "env"), DAEMON_MODES)
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
 def test_daemon_stopped_mid_run_then_back(
-    engine: PrivateDocker, sig: signal.Signals, mode: Variant
+    engine: PrivateDocker, sig: signal.Signals, mode: Variant, env: dict[str, str]
 ) -> None:
     """(a) Requests running when the engine dies get 503; new ones get 503 + Retry-After while
     it is down; when it comes back the service is ready again on its own.
 
     A SIGTERMed engine stops its containers gracefully (SIGTERM, which the sandbox's PID 1
     supervisor ignores, then SIGKILL after its stop timeout): a snippet that finishes before
-    that ends with its own complete, true verdict; anything else is a service error (over the
-    pod backend a SIGKILLed engine may leave the snippet running to its true verdict too)."""
-    service = service_on(engine, mode)
+    that ends with its own complete, true verdict; anything else is a service error. A
+    supervisor reached without the engine (its own socket, a pod's connection) outlives a
+    SIGKILLed engine too, and its snippet may end with its true verdict."""
+    service = service_on(engine, mode, **env)
     try:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             running = in_background(pool, service.url, SLOW_CODE.format(seconds=4), 3, timeout=10)
@@ -157,10 +169,11 @@ def test_daemon_stopped_mid_run_then_back(
             time.sleep(0.5)
             engine.signal(sig)
             answers = [f.result(timeout=120) for f in running]
+        without_engine = mode.pods or not env  # the socket or the pod's connection
         for answer in answers:
-            # A pod's supervisor is reached over its own connection, not through the engine:
-            # an engine that dies leaves it running, and its snippet may end with its verdict.
-            if (sig == signal.SIGTERM or mode.pods) and answer.status_code == 200:
+            # Over a stream the engine does not carry, an engine that dies leaves the
+            # supervisor running, and its snippet may end with its verdict.
+            if (sig == signal.SIGTERM or without_engine) and answer.status_code == 200:
                 data = answer.json()  # ran to its end during the graceful stop
                 assert (data["status"], data["exit_code"], data["stdout"]) == ("ok", 0, "done\n")
                 continue

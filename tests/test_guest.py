@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -304,3 +305,23 @@ def test_a_child_reads_back_the_limits_the_supervisor_hands_over(limits: dict) -
     text = supervisor._hand_over_text(limits)
     assert supervisor._handed_limits(text) == limits
     assert text.startswith(b"{") == (len(limits) > 2)  # JSON only when there is more
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "counted", "fired"),
+    [
+        (128 + signal.SIGXCPU, 3.5, True),  # the soft limit
+        (128 + signal.SIGKILL, 4.2, True),  # the hard limit a second later
+        (128 + signal.SIGXCPU, 1.0, False),  # the snippet signalled itself early
+        (128 + signal.SIGKILL, 0.2, False),
+        (1, 10.0, False),  # an exit of its own, whatever it spent
+    ],
+)
+def test_the_cpu_backstop_is_the_limits_verdict_as_the_kernel_counts(
+    exit_code: int, counted: float, fired: bool
+) -> None:
+    """Judged on the CPU time the enforcing kernel counted, not on the quota-capped figure:
+    under gVisor the count outruns the capped one with many busy threads."""
+    from exec_server.guest import supervisor
+
+    assert supervisor._backstop_fired(exit_code, counted, 3.0) is fired

@@ -902,6 +902,16 @@ def _tree_cpu_seconds(uid, ticks_at_start, ceiling):
     )
 
 
+def _backstop_fired(exit_code, counted, cpu_limit):
+    """Whether the kernel's RLIMIT_CPU backstop ended the child: a SIGXCPU death (or the SIGKILL
+    at the hard limit) with at least the limit spent, as the kernel that enforces the rlimit
+    counts it, before ``_physical_cpu``'s cap. gVisor's count runs ahead of the CPU the threads
+    got while they wait for a core, so its backstop can fire while the capped figure is still
+    under the limit (64 spinning threads on a loaded machine): that is the limit's verdict
+    too. A snippet that signals itself before it spent its budget keeps its own verdict."""
+    return exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL) and counted >= cpu_limit
+
+
 def _physical_cpu(seconds, ceiling):
     """``seconds`` of counted CPU time, at most ``ceiling``: the container's CPU quota times the
     wall time, all the CPU its processes can have had. gVisor counts a task's time in the
@@ -1004,10 +1014,10 @@ def _serve_one(header, child, config, counters):
     exit_code = os.waitstatus_to_exitcode(wait_status)
     if exit_code < 0:
         exit_code = 128 - exit_code  # as a shell reports a signal death
-    cpu_seconds = _physical_cpu(child_cpu + stray_ticks / CLOCK_TICKS, cpus * duration_ms / 1000)
-    if killed_for is None and exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL):
-        if cpu_seconds >= cpu_limit:  # the kernel's backstop fired
-            killed_for = KILLED_CPU
+    counted = child_cpu + stray_ticks / CLOCK_TICKS
+    cpu_seconds = _physical_cpu(counted, cpus * duration_ms / 1000)
+    if killed_for is None and _backstop_fired(exit_code, counted, cpu_limit):
+        killed_for = KILLED_CPU
     oom_after = counters.oom_kills()
     installed, fetched = False, {}
     if header.get("install") and exit_code == 0 and killed_for is None and not strays:
