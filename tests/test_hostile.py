@@ -635,16 +635,17 @@ def _signal_pid1_kill_stop(svc: Service, row: dict[str, Any]) -> None:
 def _recursion_segfault(svc: Service, row: dict[str, Any]) -> None:
     """Python 3.11 frames live on the heap: the memory limit or the C stack stops it.
 
-    It gets 10 s (gVisor, whose memory mappings cost more, 25 s): under the address-space
-    rlimit the heap fills in about 6 s."""
-    data = svc.run(row["code"], timeout=25 if under_gvisor(svc) else 10)
+    It gets 10 s (gVisor, whose memory mappings cost more, 25 s) and 128 MiB: under the
+    address-space rlimit the heap fills in a few seconds, and less memory to fill leaves a
+    loaded machine room (at 256 MiB, gVisor under CI's load once ran out of the 25 s)."""
+    data = svc.run(row["code"], timeout=25 if under_gvisor(svc) else 10, memory_mb=128)
     outcome = (data["status"], data["exit_code"])
     if outcome == ("error", 1):
         # Under process mode's address-space rlimit CPython 3.11 reports the exhausted heap of
         # a deep recursion as SystemError, not MemoryError: a runtime error, as the row expects.
         assert "SystemError" in data["stderr"] or "MemoryError" in data["stderr"], data
         return
-    assert outcome in {("memory_limit", 137), ("error", 139), ("error", -11)}, outcome
+    assert outcome in {("memory_limit", 137), ("error", 139), ("error", -11)}, data
 
 
 @checker("disk_fill_tmp")
