@@ -727,7 +727,8 @@ def test_the_heavy_zygote_starts_at_the_first_snippet_that_needs_it_then_with_ea
 ):
     """Until a snippet needs sympy or numpy a container has no heavy zygote (importing them is
     most of its start-up); the first such snippet starts it in its container, whose clean-up
-    then counts the zygote's memory as the container's own; containers made after start it."""
+    then counts the zygote's memory as the container's own; containers made while such
+    snippets are recent (within one container's life of runs) start it, later ones do not."""
     with single_container_service(BOXED_PROCESS_MAX_RUNS="4") as service:
         first, roots, _ = run_where(service.url, COUNT_ROOTS)
         assert roots == "2\n"  # the supervisor and the light zygote
@@ -738,6 +739,11 @@ def test_the_heavy_zygote_starts_at_the_first_snippet_that_needs_it_then_with_ea
             assert (same, roots) == (first, "3\n")
         second, roots, _ = run_where(service.url, COUNT_ROOTS)  # after the first one's 4 runs
         assert second != first and roots == "3\n"
+        for _ in range(3):  # a whole container's life (4 runs) with no snippet that needs it
+            same, roots, _ = run_where(service.url, COUNT_ROOTS)
+            assert (same, roots) == (second, "3\n")
+        third, roots, _ = run_where(service.url, COUNT_ROOTS)
+        assert third not in (first, second) and roots == "2\n"  # imported only when asked again
 
 
 ZYGOTE_DIES_MID_RUN = """
@@ -882,6 +888,21 @@ def test_host_reads_output_and_result_then_cleanup_frames() -> None:
     assert sandbox.can_reuse(result) and asyncio.run(sandbox.settle())
     sandbox.runs = 2
     assert not sandbox.can_reuse(result)  # the run limit retires it
+
+
+def test_sandboxes_import_the_preload_at_start_while_snippets_that_need_it_are_recent() -> None:
+    preload = Preload(available=True, window=3)
+    assert not preload.at_start  # none has needed it yet
+    preload.note(True)
+    assert preload.at_start
+    for expected in (True, True, False):  # three more runs, none of which needs it
+        preload.note(False)
+        assert preload.at_start is expected
+    preload.note(True)
+    assert preload.at_start
+    unavailable = Preload(available=False, window=3)
+    unavailable.note(True)
+    assert not unavailable.at_start  # BOXED_PRELOAD is empty: nothing to import
 
 
 def test_host_asks_for_the_preloaded_interpreter_only_when_the_code_needs_it() -> None:

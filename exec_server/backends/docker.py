@@ -220,7 +220,10 @@ class DockerBackend:
         self.settings = settings
         self.reuses_sandboxes = reuse
         self.name = "docker-process" if reuse else "docker-container"
-        self.preload = Preload(available=bool(settings.preload_modules))
+        self.preload = Preload(
+            available=bool(settings.preload_modules),
+            window=settings.process_max_runs if reuse else 1,  # the runs of one sandbox's life
+        )
         self._client = client
         self._client_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(settings.max_concurrency * 2 + 16)
@@ -264,7 +267,7 @@ class DockerBackend:
             self.settings,
             reuse=self.reuses_sandboxes,
             nproc=self.child_nproc,
-            preload_at_start=self.preload.needed,
+            preload_at_start=self.preload.at_start,
             session=session,
         )
         if direct:

@@ -160,7 +160,10 @@ class PodBackend:
         # RLIMIT_NPROC for it alone; under runc the pod's pids cgroup is the limit (the
         # kubelet's podPidsLimit), as RLIMIT_NPROC would count the uid across the node.
         self.nproc = settings.pids_limit if settings.runtime == "runsc" else None
-        self.preload = Preload(available=bool(settings.preload_modules))
+        self.preload = Preload(
+            available=bool(settings.preload_modules),
+            window=settings.process_max_runs if reuse else 1,  # the runs of one sandbox's life
+        )
         self._bootstraps = {flag: self._bootstrap(None, flag) for flag in (False, True)}
 
     def _bootstrap(self, session: SessionSpec | None, preload_at_start: bool = False) -> bytes:
@@ -175,7 +178,7 @@ class PodBackend:
         return json.dumps({"modules": module_sources(), "config": config}).encode()
 
     async def create_warm(self, memory_mb: int | None = None) -> PodSandbox:
-        bootstrap = self._bootstraps[self.preload.needed]
+        bootstrap = self._bootstraps[self.preload.at_start]
         return await self._claim(bootstrap, memory_mb or self.settings.memory_mb_default)
 
     async def create_session(self, spec: SessionSpec) -> PodSandbox:
