@@ -14,15 +14,17 @@ warmed first:
 
 One load client (httpx.AsyncClients with keep-alive, at most 16 connections each: one pool of
 256 costs the client 7-10 ms of CPU per request here, which the 2 cores then lack; see
-``SpreadClient``) and a bounded semaphore per concurrency C sends
-``print(sum(range(100)))`` at C = 1, 16, 64 and 256; every answer is checked (HTTP 200 and
-``4950\\n`` as the output) and anything else is counted by kind. On boxed, ``print(1)`` and an
+``SpreadClient``) with C workers sends ``print(sum(range(100)))`` at C = 1, 16, 64 and 256;
+every answer is checked (HTTP 200 and ``4950\\n`` as the output) and anything else is counted
+by kind. On boxed, ``print(1)`` and an
 ``import sympy`` snippet also run at C = 1. A phase ends at its request count or after
 ``--budget`` seconds (no new request starts after it but the first C, a whole burst; the ones
 in flight finish), and starts once the server and its sandboxes have gone quiet. During the
 C = 16 phase /proc is sampled (bench/proc_cpu.py) to split CPU per snippet by process class.
-Then ``--rounds`` (3) more C = 16 phases per server, the two taking turns, whose median ratio is
-the headline throughput figure (the machine's other users weigh on adjacent phases alike).
+Then ``--rounds`` (3) more C = 16 phases per server and load client, the servers taking turns,
+whose median ratios are the headline throughput figures (the machine's other users weigh on
+adjacent phases alike): with httpx, and with ``RawClient``, a lean HTTP/1.1 client whose CPU
+leaves more of the 2 cores to the servers (see its docstring and docs/bench-old-server.md).
 Prints markdown tables and the issue's ratios; ``--json`` writes everything. Exits 0 whatever
 the figures: it reports, it does not judge (a non-zero exit means the bench itself broke).
 """
@@ -40,6 +42,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from json import dumps as _json_dumps
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +74,9 @@ SYMPY_PHASES = [("print(1)", PRINT1, 1, 3000), ("import sympy", SYMPY, 1, 3000)]
 # taken in turn): at concurrency 16 one pool of 16 cost the client 1.8-2.4 ms of CPU per
 # request against 1.3-1.6 ms for sixteen pools, which the 2 cores then lack.
 CLIENT_CONNECTIONS = max(c for _, _, c, _ in SUM_PHASES)
+# The alternating rounds run with each (see alternate): httpx (SpreadClient), as the phases do,
+# and the lean RawClient, whose CPU leaves more of the 2 cores to the servers.
+CLIENT_KINDS = ("httpx", "raw")
 
 
 @dataclass
@@ -87,6 +93,8 @@ class Phase:
     errors: dict[str, int] = field(default_factory=dict)
     wrong_samples: list[str] = field(default_factory=list)
     cpu: dict[str, Any] | None = None
+    client: str = "httpx"  # the load client (CLIENT_KINDS)
+    client_cpu_ms: float | None = None  # its CPU per request (the rounds, where nothing else runs)
 
 
 @dataclass
@@ -213,8 +221,133 @@ class SpreadClient:
         await asyncio.gather(*(c.aclose() for c in self.clients))
 
 
+@dataclass
+class RawAnswer:
+    """What ``RawClient.post`` answers: the parts of an httpx.Response that ``run_phase`` reads."""
+
+    status_code: int
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection of ``RawClient``: an answer is whole once its head and
+    ``Content-Length`` bytes of body are in (the status line and that header are parsed, and
+    ``Connection``; nothing else)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future[RawAnswer] | None = None
+        self.close_after = False  # the server said it closes this connection
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._answer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionResetError("the server closed the connection"))
+
+    def send(self, data: bytes) -> asyncio.Future[RawAnswer]:
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(data)
+        return self.waiter
+
+    def _answer(self) -> None:
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0 or self.waiter is None or self.waiter.done():
+            return
+        lines = bytes(self.buffer[:end]).split(b"\r\n")
+        status, length = int(lines[0].split()[1]), 0
+        self.close_after = not lines[0].startswith(b"HTTP/1.1")
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"connection":
+                self.close_after = value.strip().lower() == b"close"
+            elif name == b"transfer-encoding":
+                self.waiter.set_exception(ValueError("chunked answers are not read here"))
+                return
+        if len(self.buffer) < end + 4 + length:
+            return  # the rest of the body is still coming
+        content = bytes(self.buffer[end + 4 : end + 4 + length])
+        del self.buffer[: end + 4 + length]
+        self.waiter.set_result(RawAnswer(status, content))
+
+
+class RawClient:
+    """The lean load client: HTTP/1.1 on asyncio protocols, a connection kept alive per request
+    in flight (a new one when the server answers ``Connection: close``, as the old server's
+    Werkzeug does every time), the status line and ``Content-Length`` parsed, nothing else.
+
+    Both servers share the 2 cores with the load client, while in training the client is the
+    trainer's, on other machines: what the client costs here is taken from the servers, and
+    more from the faster one. httpx costs 1.3-2.1 ms of CPU per request here; this client less
+    (the bench prints the client's CPU per request in each round, for both)."""
+
+    def __init__(self, base_url: str) -> None:
+        url = httpx.URL(base_url)
+        self.host, self.port = url.host, url.port or 80
+        self.idle: list[_Connection] = []
+        self.head = f"Host: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+
+    async def post(self, path: str, *, json: Any) -> RawAnswer:
+        body = _json_dumps(json).encode()
+        request = f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}\r\n\r\n"
+        while self.idle and self.idle[-1].lost:
+            self.idle.pop()  # closed by the server while idle
+        connection = self.idle.pop() if self.idle else await self._connect()
+        try:
+            answer = await connection.send(request.encode() + body)
+        except BaseException:
+            if connection.transport is not None:
+                connection.transport.close()
+            raise
+        if connection.close_after or connection.lost:
+            assert connection.transport is not None
+            connection.transport.close()
+        else:
+            self.idle.append(connection)
+        return answer
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        _, connection = await loop.create_connection(_Connection, self.host, self.port)
+        return connection
+
+    async def __aenter__(self) -> RawClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for connection in self.idle:
+            if connection.transport is not None:
+                connection.transport.close()
+        self.idle.clear()
+
+
+LoadClient = SpreadClient | RawClient
+# what a request of the load client can fail with (counted, never raised)
+CLIENT_ERRORS = (httpx.HTTPError, OSError, asyncio.IncompleteReadError, ValueError)
+
+
 async def run_phase(
-    client: SpreadClient,
+    client: LoadClient,
     server: Server,
     name: str,
     snippet: tuple[str, str],
@@ -223,9 +356,10 @@ async def run_phase(
     budget: float,
 ) -> Phase:
     """Send up to ``most`` snippets, ``concurrency`` at once; after ``budget`` s start no more
-    (but the first ``concurrency``: a burst at C = 256 is 256 requests in flight)."""
+    (but the first ``concurrency``: a burst at C = 256 is 256 requests in flight). One worker
+    per request in flight, each sending its next request when its answer is in: ``most``
+    tasks waiting at a semaphore would cost the load client more than its requests."""
     code, expected = snippet
-    gate = asyncio.BoundedSemaphore(concurrency)
     latencies: list[float] = []
     errors: Counter[str] = Counter()
     wrong: list[str] = []
@@ -234,33 +368,36 @@ async def run_phase(
     deadline = started + budget
 
     async def one() -> None:
-        nonlocal sent
-        async with gate:
-            if sent >= concurrency and time.perf_counter() >= deadline:
-                return  # the first burst always goes out whole
-            sent += 1
-            t = time.perf_counter()
-            try:
-                r = await client.post("/execute", json={"code": code, "input": ""})
-            except httpx.HTTPError as exc:
-                errors[f"no answer ({type(exc).__name__})"] += 1
-                return
-            took = time.perf_counter() - t
-            if r.status_code != 200:
-                errors[f"HTTP {r.status_code}"] += 1
-                return
-            try:
-                output = r.json().get(server.output_field)
-            except ValueError:
-                output = None
-            if output != expected:
-                errors["wrong output"] += 1
-                if len(wrong) < 3:
-                    wrong.append(r.text[:200])
-                return
-            latencies.append(took)
+        t = time.perf_counter()
+        try:
+            r = await client.post("/execute", json={"code": code, "input": ""})
+        except CLIENT_ERRORS as exc:
+            errors[f"no answer ({type(exc).__name__})"] += 1
+            return
+        took = time.perf_counter() - t
+        if r.status_code != 200:
+            errors[f"HTTP {r.status_code}"] += 1
+            return
+        try:
+            output = r.json().get(server.output_field)
+        except ValueError:
+            output = None
+        if output != expected:
+            errors["wrong output"] += 1
+            if len(wrong) < 3:
+                wrong.append(r.text[:200])
+            return
+        latencies.append(took)
 
-    await asyncio.gather(*(one() for _ in range(most)))
+    async def worker() -> None:
+        nonlocal sent
+        first = True  # the first burst always goes out whole
+        while sent < most and (first or time.perf_counter() < deadline):
+            first = False
+            sent += 1
+            await one()
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, most))))
     seconds = time.perf_counter() - started
     ms = [v * 1000 for v in latencies]
     return Phase(
@@ -351,27 +488,44 @@ def start_boxed(name: str, extra: dict[str, str]) -> tuple[ServiceProcess, Serve
     return service, Server(name, service.url, "stdout", classes)
 
 
+def load_client(kind: str, url: str) -> LoadClient:
+    return SpreadClient(url, CLIENT_CONNECTIONS) if kind == "httpx" else RawClient(url)
+
+
 async def alternate(servers: list[Server], plan: Plan) -> list[Phase]:
-    """The C = 16 phase again, ``plan.rounds`` times, the servers taking turns: each round's
-    two phases are minutes closer together than the sequential ones, so the machine's other
-    users weigh on both alike (their load moves within a run: see the load averages)."""
+    """The C = 16 phase again, ``plan.rounds`` times, with each load client (CLIENT_KINDS), the
+    servers taking turns: each round's two phases are minutes closer together than the
+    sequential ones, so the machine's other users weigh on both alike (their load moves within
+    a run: see the load averages). This process is the load client, and nothing else of it
+    runs during a round: its CPU time per request is the client's."""
     rows = []
-    clients = [SpreadClient(s.url, CLIENT_CONNECTIONS) for s in servers]
+    clients = {(kind, s.name): load_client(kind, s.url) for kind in CLIENT_KINDS for s in servers}
     try:
         for round_ in range(1, plan.rounds + 1):
-            for server, client in zip(servers, clients, strict=True):
-                await quiet(server, plan.quiet)
-                row = await run_phase(
-                    client, server, f"sum, round {round_}", SUM, CPU_CONCURRENCY, 10000, plan.budget
-                )
-                rows.append(row)
-                print(
-                    f"{server.name}: round {round_}: {row.ok}/{row.sent} right, "
-                    f"{row.per_second:.1f}/s",
-                    file=sys.stderr,
-                )
+            for kind in CLIENT_KINDS:
+                for server in servers:
+                    await quiet(server, plan.quiet)
+                    cpu = time.process_time()
+                    row = await run_phase(
+                        clients[kind, server.name],
+                        server,
+                        f"sum, round {round_}, {kind} client",
+                        SUM,
+                        CPU_CONCURRENCY,
+                        10000,
+                        plan.budget,
+                    )
+                    row.client = kind
+                    row.client_cpu_ms = (time.process_time() - cpu) * 1000 / max(row.sent, 1)
+                    rows.append(row)
+                    print(
+                        f"{server.name}: round {round_}, {kind} client: {row.ok}/{row.sent} "
+                        f"right, {row.per_second:.1f}/s, client CPU {row.client_cpu_ms:.2f} "
+                        "ms/request",
+                        file=sys.stderr,
+                    )
     finally:
-        await asyncio.gather(*(c.__aexit__() for c in clients))
+        await asyncio.gather(*(c.__aexit__() for c in clients.values()))
     return rows
 
 
@@ -388,13 +542,15 @@ def errors_text(row: Phase) -> str:
 
 def phase_table(rows: list[Phase]) -> str:
     lines = [
-        "| server | phase | concurrency | sent | right | snippets/s | p50 ms | p99 ms | errors |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| server | phase | concurrency | sent | right | snippets/s | p50 ms | p99 ms | errors "
+        "| client CPU ms/request |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r.server} | {r.phase} | {r.concurrency} | {r.sent} | {r.ok} | "
-            f"{r.per_second:.1f} | {fmt(r.p50_ms)} | {fmt(r.p99_ms)} | {errors_text(r)} |"
+            f"{r.per_second:.1f} | {fmt(r.p50_ms)} | {fmt(r.p99_ms)} | {errors_text(r)} | "
+            f"{fmt(r.client_cpu_ms, 2)} |"
         )
     return "\n".join(lines)
 
@@ -449,17 +605,29 @@ def ratios(rows: list[Phase], boxed: str) -> dict[str, Any]:
     def ratio(a: float | None, b: float | None) -> float | None:
         return None if a is None or not b else a / b
 
-    rounds = sorted(
-        ratio(by[boxed, r.phase, 16].per_second, r.per_second) or 0.0
-        for r in rows
-        if r.server == OLD and r.phase.startswith("sum, round")
-    )
+    rounds = {
+        kind: sorted(
+            ratio(by[boxed, r.phase, 16].per_second, r.per_second) or 0.0
+            for r in rows
+            if r.server == OLD and r.phase.startswith("sum, round") and r.client == kind
+        )
+        for kind in CLIENT_KINDS
+    }
+    client_cpu = {
+        kind: [r.client_cpu_ms for r in rows if r.client_cpu_ms is not None and r.client == kind]
+        for kind in CLIENT_KINDS
+    }
     out: dict[str, Any] = {
         "throughput_c16_boxed_over_old": ratio(
             by[boxed, "sum", 16].per_second, by[OLD, "sum", 16].per_second
         ),
         "throughput_c16_rounds": rounds,
-        "throughput_c16_rounds_median": rounds[len(rounds) // 2] if rounds else None,
+        "throughput_c16_rounds_median": {
+            kind: values[len(values) // 2] if values else None for kind, values in rounds.items()
+        },
+        "client_cpu_ms_per_request": {
+            kind: [min(v), max(v)] if v else None for kind, v in client_cpu.items()
+        },
         "p50_c1_boxed_over_old": ratio(by[boxed, "sum", 1].p50_ms, by[OLD, "sum", 1].p50_ms),
         "sympy_p50_over_print1_p50": ratio(
             by[boxed, "import sympy", 1].p50_ms, by[boxed, "print(1)", 1].p50_ms
@@ -481,11 +649,20 @@ def ratios_text(out: dict[str, Any]) -> str:
     def x(v: float | None, digits: int = 2) -> str:
         return "n/a" if v is None else f"{v:.{digits}f}"
 
-    rounds = ", ".join(f"{v:.2f}x" for v in out["throughput_c16_rounds"]) or "none"
     lines = [
         f"- boxed / old throughput at c=16: {x(out['throughput_c16_boxed_over_old'])}x in the "
-        f"phases above; {x(out['throughput_c16_rounds_median'])}x, the median of the "
-        f"alternating rounds ({rounds}) (target >= 2.5x)",
+        "phases above (httpx client)"
+    ]
+    for kind in CLIENT_KINDS:
+        rounds = ", ".join(f"{v:.2f}x" for v in out["throughput_c16_rounds"][kind]) or "none"
+        cpu = out["client_cpu_ms_per_request"][kind]
+        cpu_text = f"{cpu[0]:.2f}-{cpu[1]:.2f}" if cpu else "n/a"
+        lines.append(
+            f"- the median of the alternating rounds with the {kind} client: "
+            f"{x(out['throughput_c16_rounds_median'][kind])}x ({rounds}; the client's CPU "
+            f"{cpu_text} ms per request) (target >= 2.5x)"
+        )
+    lines += [
         f"- boxed p50 / old p50 at c=1: {x(out['p50_c1_boxed_over_old'])} (target <= 0.40)",
     ]
     for c in (64, 256):
