@@ -86,7 +86,8 @@ class Settings(BaseSettings):
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. 'runsc' (gVisor).")
     supervisor_socket: bool = Field(
         default=True,
-        description="Docker backends: speak to each sandbox's supervisor over a unix socket "
+        description="Process mode and sessions on the Docker backends: speak to each sandbox's "
+        "supervisor over a unix socket "
         "reached through /proc/<pid>/root instead of the engine's attach stream (a service "
         "running as root in the host's PID namespace, runc); otherwise, or when it cannot, "
         "the attach stream.",

@@ -281,6 +281,24 @@ def test_without_the_socket_the_supervisor_is_served_over_the_attach_stream(
         assert "is not visible here" in caplog.text
 
 
+def test_only_sandboxes_reached_over_the_socket_get_its_directory() -> None:
+    """The socket's tmpfs is mounted where the service will connect to it: process mode and
+    sessions, not a container-mode container, which serves one snippet over the attach stream,
+    nor a pod, which is reached over TCP."""
+    backend = DockerBackend(Settings(), reuse=True)
+    assert docker_backend.SOCKET_DIR in backend.host_options(256, socket=True)["tmpfs"]
+    assert docker_backend.SOCKET_DIR not in backend.host_options(256)["tmpfs"]
+
+
+@pytest.mark.docker
+def test_a_container_mode_sandbox_has_no_socket_directory() -> None:
+    """What the snippet sees: a mount at /run/boxed in a process-mode sandbox only."""
+    mounted = "print(' /run/boxed ' in open('/proc/self/mountinfo').read())"
+    with single_container_service() as service:
+        assert run(service.url, mounted)["stdout"] == "True\n"
+        assert run(service.url, mounted, isolation="container")["stdout"] == "False\n"
+
+
 def test_gvisor_sandboxes_are_reached_over_the_attach_stream() -> None:
     """runsc keeps a container's files in its sentry: no host path leads to the socket."""
     assert not DockerBackend(Settings(runtime="runsc"), reuse=True).direct

@@ -237,8 +237,8 @@ class DockerBackend:
         # uid across every container of the host: there the pids cgroup is the limit).
         self.host_pids_limit = GVISOR_HOST_PIDS if gvisor else settings.pids_limit
         # gVisor's sentry keeps the container's files to itself: no socket to reach from here.
-        self.socket_dir = settings.supervisor_socket and not gvisor
-        self.direct = self.socket_dir  # until this service finds it cannot reach the socket
+        # Until this service finds it cannot reach the socket:
+        self.direct = settings.supervisor_socket and not gvisor
         self.child_nproc = settings.pids_limit if gvisor else None
         self.labels = {
             SERVICE_LABEL: "boxed",
@@ -279,7 +279,9 @@ class DockerBackend:
         """The container's limit for a snippet limit of ``memory_mb``: the supervisor's too."""
         return memory_mb + self.settings.process_memory_overhead_mb
 
-    def host_options(self, memory_mb: int) -> dict[str, Any]:
+    def host_options(self, memory_mb: int, socket: bool = False) -> dict[str, Any]:
+        """The container's hardening and limits; ``socket``: with the supervisor's socket
+        directory (``direct``: a container the service reaches over that socket)."""
         s = self.settings
         fsize = s.tmpfs_mb * 1024 * 1024
         limit = f"{self.container_memory_mb(memory_mb)}m"
@@ -293,7 +295,7 @@ class DockerBackend:
                 # the supervisor's socket until the service has connected: root's alone
                 **(
                     {SOCKET_DIR: "rw,noexec,nosuid,nodev,size=16k,nr_inodes=4,mode=0700"}
-                    if self.socket_dir
+                    if socket
                     else {}
                 ),
             },
@@ -337,7 +339,9 @@ class DockerBackend:
                 stdin_open=True,  # and StdinOnce (docker-py, not detached): our end of the
                 # attach stream closing ends the supervisor's stdin
                 network_disabled=True,
-                host_config=self.api.create_host_config(**self.host_options(memory_mb)),
+                host_config=self.api.create_host_config(
+                    **self.host_options(memory_mb, socket=direct)
+                ),
             )["Id"]
         except ENGINE_ERRORS as exc:
             raise SandboxError(f"cannot create sandbox: {exc}") from exc
