@@ -281,6 +281,21 @@ def test_without_the_socket_the_supervisor_is_served_over_the_attach_stream(
         assert "is not visible here" in caplog.text
 
 
+@pytest.mark.docker
+def test_every_child_draws_its_own_randomness() -> None:
+    """Children forked from one zygote (light, then heavy) do not share a random state: what
+    a fresh ``python`` would draw differs from run to run here too."""
+    draws = {
+        "light": "import random, os, uuid\nprint(random.random(), os.urandom(8), uuid.uuid4())",
+        "heavy": "import numpy, random\nprint(numpy.random.rand(), random.random())",
+    }
+    with single_container_service() as service:
+        for kind, code in draws.items():
+            outputs = [run_where(service.url, code) for _ in range(3)]
+            assert len({where for where, _, _ in outputs}) == 1, kind  # one container, one zygote
+            assert len({out for _, out, _ in outputs}) == 3, (kind, outputs)
+
+
 def test_only_sandboxes_reached_over_the_socket_get_its_directory() -> None:
     """The socket's tmpfs is mounted where the service will connect to it: process mode and
     sessions, not a container-mode container, which serves one snippet over the attach stream,
