@@ -584,7 +584,7 @@ def _tcp_time_wait_port(svc: Service, row: dict[str, Any]) -> None:
 
 @checker("tcp_time_wait_many_ports")
 def _tcp_time_wait_many_ports(svc: Service, row: dict[str, Any]) -> None:
-    """2000 connections: 2.4-2.6 s of gVisor's netstack on an idle CI machine (runc: 0.3 s),
+    """2000 connections: 2.4-2.6 s of gVisor's netstack on an idle CI machine,
     past the 3 s default under load; what is checked is the follow-up, not the speed."""
     then_followup(svc, row, "done\n", "bound 50\n", gvisor_timeout=20)
 
@@ -649,7 +649,7 @@ def _recursion_segfault(svc: Service, row: dict[str, Any]) -> None:
     64 MiB, the least a request may ask: under the address-space rlimit the heap fills in a
     few seconds, and less memory to fill leaves a loaded machine room. Under gVisor on CI's
     machine (runsc 20221219) filling 128 MiB took 19-28 s idle and ran out of 25 s in a full
-    run, 64 MiB 12.5-16 s (runc: about 2 s)."""
+    run, 64 MiB 12.5-16 s (runc: about 2 s at 128 MiB, session 8)."""
     data = svc.run(row["code"], timeout=30 if under_gvisor(svc) else 10, memory_mb=MIN_MEMORY_MB)
     outcome = (data["status"], data["exit_code"])
     if outcome == ("error", 1):
