@@ -37,7 +37,13 @@ from ..guest.protocol import pop_frames
 from ..image_labels import sandbox_versions
 from ..settings import Settings
 from .base import BackendHealth, SandboxError, SessionSpec
-from .supervised import Preload, SocketStream, SupervisedSandbox, supervisor_config
+from .supervised import (
+    Preload,
+    SocketStream,
+    SupervisedSandbox,
+    runs_per_sandbox,
+    supervisor_config,
+)
 
 log = logging.getLogger("boxed.docker")
 SERVICE_LABEL = "boxed.service"
@@ -188,7 +194,7 @@ class DockerSandbox(SupervisedSandbox):
             stream,
             memory_mb,
             reusable=backend.reuses_sandboxes,
-            max_runs=s.process_max_runs if backend.reuses_sandboxes else 1,
+            max_runs=runs_per_sandbox(s, backend.reuses_sandboxes),
             preload=backend.preload,
         )
         self.backend = backend
@@ -220,10 +226,7 @@ class DockerBackend:
         self.settings = settings
         self.reuses_sandboxes = reuse
         self.name = "docker-process" if reuse else "docker-container"
-        self.preload = Preload(
-            available=bool(settings.preload_modules),
-            window=settings.process_max_runs if reuse else 1,  # the runs of one sandbox's life
-        )
+        self.preload = Preload.for_backend(settings, reuse)
         self._client = client
         self._client_lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(settings.max_concurrency * 2 + 16)

@@ -26,7 +26,13 @@ from ..guest.listener import GREETING, NONCE_SIZE, PROOF_SIZE, SANDBOX, SERVICE,
 from ..settings import Settings
 from ..verdict import SnippetResult
 from .base import BackendHealth, SandboxError, SessionSpec
-from .supervised import Preload, SocketStream, SupervisedSandbox, supervisor_config
+from .supervised import (
+    Preload,
+    SocketStream,
+    SupervisedSandbox,
+    runs_per_sandbox,
+    supervisor_config,
+)
 
 log = logging.getLogger("boxed.pods")
 HANDSHAKE_TIMEOUT = 5.0
@@ -124,7 +130,7 @@ class PodSandbox(SupervisedSandbox):
             stream,
             s.memory_mb_default,
             reusable=backend.reuses_sandboxes,
-            max_runs=s.process_max_runs if backend.reuses_sandboxes else 1,
+            max_runs=runs_per_sandbox(s, backend.reuses_sandboxes),
             preload=backend.preload,
         )
         self.source = backend.source
@@ -160,10 +166,7 @@ class PodBackend:
         # RLIMIT_NPROC for it alone; under runc the pod's pids cgroup is the limit (the
         # kubelet's podPidsLimit), as RLIMIT_NPROC would count the uid across the node.
         self.nproc = settings.pids_limit if settings.runtime == "runsc" else None
-        self.preload = Preload(
-            available=bool(settings.preload_modules),
-            window=settings.process_max_runs if reuse else 1,  # the runs of one sandbox's life
-        )
+        self.preload = Preload.for_backend(settings, reuse)
         self._bootstraps = {flag: self._bootstrap(None, flag) for flag in (False, True)}
 
     def _bootstrap(self, session: SessionSpec | None, preload_at_start: bool = False) -> bytes:

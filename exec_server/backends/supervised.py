@@ -85,6 +85,12 @@ def needs_preload(code: str) -> bool:
     return False
 
 
+def runs_per_sandbox(settings: Settings, reuse: bool) -> int:
+    """The snippets one sandbox serves in its life: ``BOXED_PROCESS_MAX_RUNS`` where sandboxes
+    are reused (process mode), else one."""
+    return settings.process_max_runs if reuse else 1
+
+
 @dataclass
 class Preload:
     """Whether one backend's sandboxes have the preload modules (``BOXED_PRELOAD``) to fork
@@ -108,6 +114,11 @@ class Preload:
         self.served += 1
         if needed:
             self.last_needed = self.served
+
+    @classmethod
+    def for_backend(cls, settings: Settings, reuse: bool) -> Preload:
+        """A backend's: its window is the life of one of its sandboxes."""
+        return cls(bool(settings.preload_modules), window=runs_per_sandbox(settings, reuse))
 
     @property
     def at_start(self) -> bool:
