@@ -343,7 +343,7 @@ class RawClient:
 
 LoadClient = SpreadClient | RawClient
 # what a request of the load client can fail with (counted, never raised)
-CLIENT_ERRORS = (httpx.HTTPError, OSError, asyncio.IncompleteReadError, ValueError)
+CLIENT_ERRORS = (httpx.HTTPError, OSError, ValueError)
 
 
 async def run_phase(
