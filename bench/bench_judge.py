@@ -2,18 +2,22 @@
 SandboxFusion client does it), in the same run, for C++ and Python; and the result cache on a
 GRPO-shaped batch (16 completions per problem, half of them identical).
 
-    python bench/bench_judge.py [--problems 100] [--tests 10] [--languages cpp,python] [--cpu]
+    python bench/bench_judge.py [--problems 100] [--tests 10] [--rounds 5]
+                                [--languages cpp,python] [--cpu]
 
 Starts its own service on a free loopback port (pool 2). Every problem has its own program
 (so neither way gets a cache hit), ten stdin/stdout tests and a correct solution; both ways
-must find every test passed. Prints a markdown table; ``--cpu`` adds the CPU milliseconds per
-test by process class (``proc_cpu.py``) for each way.
+must find every test passed. Each round runs both ways, one after the other, taking turns at
+going first (the machine is shared: a ratio of two runs minutes apart says little); the table
+shows every round's speed-up and their median. ``--cpu`` adds the CPU milliseconds per test by
+process class (``proc_cpu.py``) for each way and round.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import time
 from collections.abc import Awaitable
@@ -129,33 +133,36 @@ async def main(args: argparse.Namespace) -> None:
             print(
                 f"{args.problems} problems x {args.tests} tests, {CONCURRENCY} requests at once\n"
             )
-            print("| language | way | requests | seconds | problems/s | speed-up |")
+            print("| language | round | /judge s | /run_code s | /judge problems/s | speed-up |")
             print("| --- | --- | --- | --- | --- | --- |")
             for language in args.languages.split(","):
                 template = CPP if language == "cpp" else PYTHON
-                # a different constant per problem and per way: no answer is reused
-                suites = [problem(k + 1, args.tests) for k in range(args.problems)]
-                codes = [template.format(k=k + 1) for k in range(args.problems)]
                 warm = [template.format(k=k + 1) + "\n" for k in range(2)]
-                await by_judge(client, language, warm, suites[:2])
-                tests = args.problems * args.tests
-                judged, judged_cpu = await accounted(
-                    classes, tests, by_judge(client, language, codes, suites)
-                )
-                per_test, per_test_cpu = await accounted(
-                    classes, tests, by_run_code(client, language, codes, suites)
-                )
-                cpu_rows.append((language, "/judge", judged_cpu))
-                cpu_rows.append((language, "/run_code", per_test_cpu))
-                n = args.problems
-                print(f"| {language} | /judge | {n} | {judged:.1f} | {n / judged:.2f} | "
-                      f"{per_test / judged:.1f}x |")  # fmt: skip
-                print(f"| {language} | /run_code per test | {n * args.tests} | {per_test:.1f} | "
-                      f"{n / per_test:.2f} | 1x |")  # fmt: skip
+                await by_judge(client, language, warm, [problem(k + 1, args.tests) for k in (0, 1)])
+                tests, n, ratios = args.problems * args.tests, args.problems, []
+                for round_ in range(args.rounds):
+                    # a different constant per problem and per round: no answer is reused
+                    ks = [round_ * n + k + 1 for k in range(n)]
+                    suites = [problem(k, args.tests) for k in ks]
+                    codes = [template.format(k=k) for k in ks]
+                    ways = {
+                        "/judge": by_judge(client, language, codes, suites),
+                        "/run_code": by_run_code(client, language, codes, suites),
+                    }
+                    order = list(ways) if round_ % 2 == 0 else list(ways)[::-1]  # take turns
+                    seconds, cpu = {}, {}
+                    for way in order:
+                        seconds[way], cpu[way] = await accounted(classes, tests, ways[way])
+                    ratios.append(seconds["/run_code"] / seconds["/judge"])
+                    cpu_rows += [(language, round_ + 1, way, cpu[way]) for way in ways]
+                    print(f"| {language} | {round_ + 1} | {seconds['/judge']:.2f} | "
+                          f"{seconds['/run_code']:.2f} | {n / seconds['/judge']:.1f} | "
+                          f"{ratios[-1]:.2f}x |")  # fmt: skip
+                print(f"| {language} | median | | | | **{statistics.median(ratios):.2f}x** |")
             if classes:
                 print("\nCPU per test, milliseconds, by process class")
-                for language, way, figures in cpu_rows:
-                    print(f"- {language} {way}: {figures}")
+                for language, round_, way, figures in cpu_rows:
+                    print(f"- {language} round {round_} {way}: {figures}")
             cold, _ = await grpo(client, args.grpo_problems, cache=False)
             warm_, hits = await grpo(client, args.grpo_problems, cache=True)
             total = args.grpo_problems * 16
@@ -172,6 +179,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--problems", type=int, default=100)
     parser.add_argument("--tests", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of both ways, taking turns")
     parser.add_argument("--languages", default="cpp,python")
     parser.add_argument("--grpo-problems", type=int, default=8)
     parser.add_argument("--cpu", action="store_true", help="CPU per test by process class")

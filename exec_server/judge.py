@@ -39,7 +39,7 @@ from .models import (
 )
 from .output_compare import Comparison, compare, values_agree
 from .request_errors import RequestError
-from .runs import CompileFailed, Runs
+from .runs import CompileFailed, Run, Runs
 from .settings import Settings
 from .verdict import RunLimits, SnippetResult, Status
 
@@ -257,10 +257,24 @@ class Judging:
         self.heavy = kind != "stdio" and needs_preload(req.code)  # the drivers hold it as text
 
     async def test(self, case: Case, more: bool) -> JudgeTestResult:
+        """Run one test and judge it (a checker runs after it, in a process of its own)."""
         checker = self.comparison is Comparison.CHECKER
         result = await self.runs.run(
             case.stdin, case.limits, more=more or checker, code=case.code, heavy=self.heavy
         )
+        if checker and result.status is Status.OK:
+            return await self._checked(case, result, _text(result.stdout), more)
+        return self.judged(case, result)
+
+    async def all_tests(self, cases: list[Case]) -> list[JudgeTestResult]:
+        """Run every test in batches (see ``Runs.run_all``) and judge each: for the tests of
+        a request that wants them all and compares on the host (no checker)."""
+        runs = [Run(case.stdin, case.limits, case.code) for case in cases]
+        results = await self.runs.run_all(runs, more=False, heavy=self.heavy)
+        return [self.judged(case, result) for case, result in zip(cases, results, strict=True)]
+
+    def judged(self, case: Case, result: SnippetResult) -> JudgeTestResult:
+        """A test's result from its run, compared on the host (not with a checker)."""
         stdout = _text(result.stdout)
         own, tail = _split_marker(stdout, self.marker) if case.code else (stdout, None)
         if result.status is not Status.OK:
@@ -274,8 +288,6 @@ class Judging:
             return _test_result(case, result, Verdict.ACCEPTED, own)
         if self.kind == "call":
             return self._call_result(case, result, own, tail)
-        if checker:
-            return await self._checked(case, result, stdout, more)
         assert case.expected_output is not None
         found = compare(self.comparison, case.expected_output, stdout, self.req.float_tolerance)
         if found is None:
@@ -360,12 +372,15 @@ async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> Judge
                 request_id=request_id,
             )
         judging = Judging(req, kind, runs, marker)
-        for case in cases:
-            test = await judging.test(case, more=case.index < len(cases) - 1)
-            tests.append(test)
+        if req.stop_on_first_failure or judging.comparison is Comparison.CHECKER:
+            for case in cases:  # one at a time: each may be the last
+                tests.append(await judging.test(case, more=case.index < len(cases) - 1))
+                if tests[-1].status != Verdict.ACCEPTED and req.stop_on_first_failure:
+                    break
+        else:
+            tests = await judging.all_tests(cases)
+        for test in tests:
             metrics.JUDGE_TESTS.labels(test.status).inc()
-            if test.status != Verdict.ACCEPTED and req.stop_on_first_failure:
-                break
     failures = [t for t in tests if t.status != Verdict.ACCEPTED]
     return JudgeResponse(
         verdict=failures[0].status if failures else Verdict.ACCEPTED,

@@ -9,7 +9,9 @@ gets another and compiles the program there again, so every run starts from the 
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import metrics
@@ -18,10 +20,28 @@ from .backends.base import Job, Sandbox
 from .languages import PROGRAM, Language
 from .pool import WarmPool
 from .request_errors import ServiceUnavailable
-from .verdict import NotAVerdict, RunLimits, SnippetResult, Status, decide, out_of_memory
+from .verdict import (
+    NotAVerdict,
+    Observation,
+    RunLimits,
+    SnippetResult,
+    Status,
+    decide,
+    out_of_memory,
+)
 
 log = logging.getLogger("boxed.runs")
+COMPILE_ATTEMPTS = 3  # sandboxes that may fail to settle after the compile step, in a row
 NO_OP = ("/bin/true",)  # a run that only ends the request's hold on the sandbox
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a request: its stdin, its limits, the code (None: the submission itself)."""
+
+    stdin: str
+    limits: RunLimits
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,12 +123,40 @@ class Runs:
         self.sandbox, self.compiled, self.holding, self.unsettled = None, False, False, False
 
     async def _job(self, job: Job) -> SnippetResult:
-        sandbox = await self._sandbox(job.limits.memory_mb)
+        return (await self._jobs([job]))[0]
+
+    async def _jobs(self, jobs: list[Job], program: bool = False) -> list[SnippetResult]:
+        """Run ``jobs`` (the same memory limit) in the current (or a new) sandbox, more than one
+        in one batch; their results, in order, up to the first after which the sandbox cannot
+        go on (it is given back then: later runs get another sandbox). ``program``: the jobs
+        run the compiled program, installed first in the sandbox they get (a sandbox that
+        failed to settle is replaced by one without it)."""
+        for attempt in itertools.count():
+            if program and (self.sandbox is None or not self.compiled):
+                if attempt == COMPILE_ATTEMPTS:
+                    raise ServiceUnavailable("no sandbox stayed clean after the compile step")
+                await self._compile()  # takes the sandbox with the compile step's own limit
+            sandbox = await self._sandbox(jobs[0].limits.memory_mb)
+            if not program or self.compiled:
+                break
+        results: list[SnippetResult] = []
         try:
-            observation = await sandbox.run(job)
-            if job.argv:
-                observation = out_of_memory(observation, job.limits)
-            result = decide(observation, job.limits)
+            if len(jobs) == 1:
+                observations: list[Observation | None] = [await sandbox.run(jobs[0])]
+            else:
+                observations = await sandbox.run_batch(jobs)
+            for job, observation in zip(jobs, observations, strict=True):
+                if observation is None:
+                    break  # the supervisor stopped the batch before it
+                if job.argv:
+                    observation = out_of_memory(observation, job.limits)
+                results.append(decide(observation, job.limits))
+                self.last, self.holding, self.unsettled = results[-1], job.more, True
+                if job.install:
+                    self.compiled = observation.installed
+                if job.more and not sandbox.can_continue(results[-1]):
+                    self._give_back(results[-1])
+                    break  # what ran after it in this sandbox runs again in another
         except (SandboxError, NotAVerdict) as exc:
             metrics.SANDBOX_ERRORS.inc()
             self._give_back(None)
@@ -118,12 +166,7 @@ class Runs:
             metrics.SANDBOX_ERRORS.inc()
             self._give_back(None)
             raise ServiceUnavailable(f"sandbox failure: {exc!r}") from exc
-        self.last, self.holding, self.unsettled = result, job.more, True
-        if job.install:
-            self.compiled = observation.installed
-        if job.more and not sandbox.can_continue(result):
-            self._give_back(result)
-        return result
+        return results
 
     # -- the request's steps -----------------------------------------------------------------
     async def _compile(self) -> None:
@@ -167,16 +210,37 @@ class Runs:
         submission's, with the request's files (a checker's is not); ``heavy``: ``code``
         imports the preload modules where its syntax tree cannot show it (a driver holds the
         submission as a string)."""
+        job = self._run_job(Run(stdin, limits, code), more, own, heavy)
+        return (await self._jobs([job], program=code is None and self.language.compiled))[0]
+
+    async def run_all(self, runs: Sequence[Run], *, more: bool, heavy: bool) -> list[SnippetResult]:
+        """The submission's runs ``runs``, as ``run`` would give them one by one, but sent to
+        the sandbox in batches (no round trip between two runs; see ``Sandbox.run_batch``).
+        A batch holds runs of one memory limit; one the sandbox cannot go on after ends it,
+        and the rest go on in another sandbox (compiled again), as with ``run``."""
+        results: list[SnippetResult] = []
+        while len(results) < len(runs):
+            rest = runs[len(results) :]
+            memory = rest[0].limits.memory_mb
+            size = next((i for i, r in enumerate(rest) if r.limits.memory_mb != memory), len(rest))
+            batch = rest[:size]
+            jobs = [
+                self._run_job(r, more or len(results) + i < len(runs) - 1, True, heavy)
+                for i, r in enumerate(batch)
+            ]
+            results += await self._jobs(jobs, program=self.language.compiled)
+        return results
+
+    def _run_job(self, run: Run, more: bool, own: bool, heavy: bool) -> Job:
         io = {"files": self.files, "fetch": self.fetch, "fetch_bytes": self.fetch_bytes}
         if not own:
             io = {}
-        if code is None and self.language.compiled:
-            if self.sandbox is None or not self.compiled:
-                await self._compile()
+        stdin, limits = run.stdin, run.limits
+        if run.code is None and self.language.compiled:
             argv: tuple[str, ...] = self.language.run
-            job = Job(code="", stdin=stdin, limits=limits, argv=argv, more=more, **io)
-        elif code is None and self.language.source is not None:  # a script (bash)
-            job = Job(
+            return Job(code="", stdin=stdin, limits=limits, argv=argv, more=more, **io)
+        if run.code is None and self.language.source is not None:  # a script (bash)
+            return Job(
                 code=self.code,
                 stdin=stdin,
                 limits=limits,
@@ -185,10 +249,8 @@ class Runs:
                 more=more,
                 **io,
             )
-        else:
-            text = self.code if code is None else code
-            job = Job(code=text, stdin=stdin, limits=limits, more=more, heavy=heavy, **io)
-        return await self._job(job)
+        text = self.code if run.code is None else run.code
+        return Job(code=text, stdin=stdin, limits=limits, more=more, heavy=heavy, **io)
 
     async def close(self) -> None:
         """End the request: drop a kept program, hand the sandbox back."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from exec_server import languages
 from exec_server.admission import Overloaded
 from exec_server.backends import BACKENDS, SandboxBackend, create_backend
 from exec_server.backends.base import Job, Sandbox, SandboxError
@@ -16,8 +17,9 @@ from exec_server.executor import Executor, RequestError, ServiceUnavailable, res
 from exec_server.guest.protocol import KILLED_CPU, KILLED_OUTPUT, KILLED_WALL
 from exec_server.models import ExecuteRequest
 from exec_server.pool import WarmPool
+from exec_server.runs import Run, Runs
 from exec_server.settings import Settings
-from exec_server.verdict import Limit, NotAVerdict, RunLimits, Status, decide
+from exec_server.verdict import Limit, NotAVerdict, Observation, RunLimits, Status, decide
 from tests.conftest import top_level_imports
 
 LIMITS = RunLimits(wall_seconds=5, cpu_seconds=2, memory_mb=256, output_bytes=100)
@@ -208,6 +210,66 @@ def test_dead_pooled_sandboxes_are_never_handed_out() -> None:
         assert fresh.is_alive() and fresh.id not in ("fake-1", "fake-2")
         pool.release(fresh, None)
         await pool.stop()
+
+    asyncio.run(scenario())
+
+
+# -- a request's runs ----------------------------------------------------------------------------
+def _runs(backend: FakeBackend, language: str = "python") -> tuple[WarmPool, Runs]:
+    pool = WarmPool(backend, size=1, memory_mb=256)
+    pool.start()
+    lang = languages.get(language)
+    compile_limits = LIMITS if lang.compiled else None
+    return pool, Runs(
+        pool, set(), language=lang, code="x", compile_limits=compile_limits, sandbox_wait=5
+    )
+
+
+def test_a_requests_runs_go_in_batches_and_on_in_another_sandbox_after_a_timeout() -> None:
+    async def scenario() -> None:
+        timed_out = {"killed_for": KILLED_WALL, "exit_code": 137, "duration_ms": 5000.0}
+        backend = FakeBackend(
+            lambda job: observed(
+                stdout=job.stdin.encode(), **(timed_out if job.stdin == "slow" else {})
+            )
+        )
+        pool, runs = _runs(backend)
+        bigger = RunLimits(wall_seconds=5, cpu_seconds=2, memory_mb=512, output_bytes=100)
+        wanted = [Run("a", LIMITS), Run("slow", LIMITS), Run("b", LIMITS), Run("c", LIMITS)]
+        async with runs:
+            results = await runs.run_all([*wanted, Run("d", bigger)], more=False, heavy=False)
+        await pool.stop()
+        assert [r.stdout for r in results] == [b"a", b"slow", b"b", b"c", b"d"]
+        assert [r.status for r in results] == ["ok", "timeout", "ok", "ok", "ok"]
+        # the fake stops a batch after a killed run, as the supervisor does; the host gives
+        # that sandbox up, sends the rest to another, and the other memory limit alone
+        assert backend.batches == [4, 2]
+        assert [j.stdin for j in backend.jobs] == ["a", "slow", "b", "c", "d"]
+        assert [j.more for j in backend.jobs] == [True, True, True, True, False]
+        assert backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_compiled_program_is_installed_again_when_its_sandbox_fails_to_settle() -> None:
+    """A run of the program in a sandbox that replaced an unclean one would find no program
+    there: an infrastructure failure that looked like the submission's runtime error."""
+
+    async def scenario() -> None:
+        def behaviour(job: Job) -> Observation:
+            backend.settle_clean = job.install is not None  # the run leaves it unclean
+            return observed(installed=job.install is not None)
+
+        backend = FakeBackend(behaviour)
+        pool, runs = _runs(backend, "cpp")
+        async with runs:
+            for _ in range(2):
+                result = await runs.run("", LIMITS, more=True)
+                assert result.status == "ok"
+        await pool.stop()
+        steps = ["compile" if j.install else "run" for j in backend.jobs]
+        assert steps == ["compile", "run", "compile", "run", "run"]  # the last: the closing no-op
+        assert backend.sandboxes == {}
 
     asyncio.run(scenario())
 

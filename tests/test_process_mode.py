@@ -296,6 +296,45 @@ def test_every_child_draws_its_own_randomness() -> None:
             assert len({out for _, out, _ in outputs}) == 3, (kind, outputs)
 
 
+@pytest.mark.docker
+def test_a_batch_runs_each_job_fresh_and_stops_after_one_the_host_would_not_continue_after() -> (
+    None
+):
+    """A batch (a judge's tests) goes from run to run without the host: each run is a fresh
+    process in an emptied /tmp with nothing of the one before alive; a run that leaves a
+    process behind, or that a limit stops, ends the batch, and the rest come back None."""
+    write = "import os\nopen('/tmp/mark', 'w').write('x')\nprint(os.getpid())"
+    look = (
+        "import os\nmine = [p for p in os.listdir('/proc') if p.isdigit()"
+        " and os.stat(f'/proc/{p}').st_uid == os.getuid() and int(p) != os.getpid()]\n"
+        "print(os.path.exists('/tmp/mark'), len(mine), os.getpid())"
+    )
+    leave = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\nprint('left one')"
+
+    async def scenario() -> None:
+        backend = backend_for_test()
+        sandbox = await backend.create_warm()
+        try:
+            first = await sandbox.run_batch([_job(write), _job(look), _job(leave), _job(look)])
+            assert [o is None for o in first] == [False, False, False, True]
+            assert all(o.exit_code == 0 for o in first[:3]), first  # type: ignore[union-attr]
+            pid, seen, _ = (o.stdout.decode().split() for o in first[:3])  # type: ignore[union-attr]
+            assert seen[:2] == ["False", "0"] and seen[2] != pid[0]
+            assert first[2].stdout == b"left one\n"  # type: ignore[union-attr]
+            assert await sandbox.settle()  # the full clean-up, once, after the batch
+            again = await sandbox.run_batch([_job(look), _job(look)])
+            assert [o.stdout.split()[:2] for o in again] == [[b"False", b"0"]] * 2  # type: ignore[union-attr]
+            assert await sandbox.settle()
+            stopped = await sandbox.run_batch([_job("while True: pass", wall=0.5), _job(look)])
+            assert stopped[0] is not None and stopped[0].killed_for == "wall"
+            assert stopped[1] is None
+        finally:
+            await sandbox.discard()
+            await backend.close()
+
+    asyncio.run(scenario())
+
+
 def test_only_sandboxes_reached_over_the_socket_get_its_directory() -> None:
     """The socket's tmpfs is mounted where the service will connect to it: process mode and
     sessions, not a container-mode container, which serves one snippet over the attach stream,

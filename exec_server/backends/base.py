@@ -13,6 +13,7 @@ Like httpx's transports: the pool, the executor and admission speak only this in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,6 +64,12 @@ class Sandbox(Protocol):
 
     async def run(self, job: Job) -> Observation:
         """Run ``job``; raises ``SandboxError`` when the sandbox, not the code, failed."""
+        ...
+
+    async def run_batch(self, jobs: Sequence[Job]) -> list[Observation | None]:
+        """Run ``jobs`` in order, each in a fresh process, without a round trip between them;
+        the sandbox stops after a run it could not continue after (a limit killed it), and
+        the jobs it did not run come back None."""
         ...
 
     def can_reuse(self, result: SnippetResult) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from ..verdict import Observation, SnippetResult, Status
@@ -59,6 +59,17 @@ class FakeSandbox:
         if inspect.isawaitable(answer):
             answer = await answer
         return answer
+
+    async def run_batch(self, jobs: Sequence[Job]) -> list[Observation | None]:
+        """As the supervisor runs a batch: in order, stopping after a run a limit killed."""
+        self.backend.batches.append(len(jobs))
+        observations: list[Observation | None] = []
+        for job in jobs:
+            observation = await self.run(job)
+            observations.append(observation)
+            if observation.killed_for is not None:
+                break
+        return observations + [None] * (len(jobs) - len(observations))
 
     def can_reuse(self, result: SnippetResult) -> bool:
         return self.backend.reuses_sandboxes and result.status in (Status.OK, Status.ERROR)
@@ -136,6 +147,7 @@ class FakeBackend:
         self.created: list[str] = []
         self.removed: list[str] = []
         self.jobs: list[Job] = []
+        self.batches: list[int] = []  # the size of each batch a sandbox was sent
         self._ids = itertools.count(1)
 
     async def create_warm(self, memory_mb: int) -> FakeSandbox:

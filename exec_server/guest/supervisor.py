@@ -1216,10 +1216,7 @@ def _wipe_writable(uid, gid):
         raise RuntimeError("could not restore the effective ids")
 
 
-def _problems(uid, gid, zygotes, counters, alone, baseline):
-    """Everything that keeps this container from serving another snippet (empty: clean).
-
-    ``alone``: the run already proved that the snippet left no process but zombies."""
+def _zygote_problems(zygotes):
     found = []
     for zygote in zygotes:
         try:  # looked at before any reaping, which would take a dead zygote away
@@ -1228,21 +1225,22 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
                 found.append("a zygote died")
         except ChildProcessError:
             found.append("a zygote is gone")
-    if alone:
-        _reap()
-    else:
-        if not _kill_all(uid):
-            found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
-        others = set(_processes()) - {zygote.pid for zygote in zygotes}
-        if others:
-            found.append(f"unexpected processes: {sorted(others)}")
+    return found
+
+
+def _writable_problems(uid, gid):
     try:
         _wipe_writable(uid, gid)
     except (OSError, RuntimeError) as exc:
-        found.append(f"cannot empty {WRITABLE}: {exc!r}")
+        return [f"cannot empty {WRITABLE}: {exc!r}"]
     if os.listdir(WRITABLE):
-        found.append(f"{WRITABLE} not empty after the wipe")
-    found += baseline.problems()
+        return [f"{WRITABLE} not empty after the wipe"]
+    return []
+
+
+def _own_problems(zygotes, counters):
+    """The supervisor's own state: no descriptor leaked; the run's buffers zeroed."""
+    found = []
     if counters.sysv_objects_left():
         found.append("System V IPC objects left")
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
@@ -1254,6 +1252,55 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
         _dirty[name] = 0
     _report[0:2] = b"\0\0"
     return found
+
+
+def _problems(uid, gid, zygotes, counters, alone, baseline):
+    """Everything that keeps this container from serving another snippet (empty: clean).
+
+    ``alone``: the run already proved that the snippet left no process but zombies."""
+    found = _zygote_problems(zygotes)
+    if alone:
+        _reap()
+    else:
+        if not _kill_all(uid):
+            found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
+        others = set(_processes()) - {zygote.pid for zygote in zygotes}
+        if others:
+            found.append(f"unexpected processes: {sorted(others)}")
+    found += _writable_problems(uid, gid)
+    found += baseline.problems()
+    return found + _own_problems(zygotes, counters)
+
+
+def _between_runs(uid, gid, zygotes, counters, baseline):
+    """The check between two runs of one batch (the same request's tests), after a run that
+    ended by itself, alone and within its memory: every process of it is dead, ``/tmp`` is
+    emptied, no IPC object or OOM kill is left. What only another request must not meet
+    (memory, sockets or network counters that no process holds) waits for the batch's end,
+    where ``_problems`` looks at everything."""
+    found = _zygote_problems(zygotes)
+    _reap()
+    if baseline.oom_kills is not None and counters.oom_kills() != baseline.oom_kills:
+        found.append("the OOM killer acted in this container")
+    found += _writable_problems(uid, gid)
+    return found + _own_problems(zygotes, counters)
+
+
+def _skip(count):
+    """Answer the next ``count`` requests of a stopped batch without running them: each gets a
+    RESULT that says so (the host runs them again elsewhere); the last one's header."""
+    header = {}
+    for _ in range(count):
+        size = _read_exact(4)
+        text = size and _read_exact(int.from_bytes(size, "big"))
+        if not text:
+            break  # the host is gone
+        header = json.loads(text)
+        left = int(header["size"])
+        while left and (chunk := os.read(0, min(left, CHUNK))):
+            left -= len(chunk)
+        _send(RESULT, json.dumps({"skipped": True}).encode())
+    return header
 
 
 def _late_zygote(config, baseline):
@@ -1314,12 +1361,25 @@ def main(config):
         if child:
             child.discard()  # a no-op after a run; fds of a failed one
         child = None
+        zygotes = [z for z in (light, heavy_zygote) if z is not None]
+        following = int(header.get("then", 0))  # requests of the same batch, already sent
+        if following:
+            # A batch goes on after a run that ended by itself, alone, within its memory
+            # (what the host would continue after), once the light check finds nothing.
+            fit = alone and _report[1] != REPORT_MEMORY_ERROR
+            if fit and not _between_runs(uid, gid, zygotes, counters, baseline):
+                try:
+                    child = _Child(heavy_zygote if heavy else light)
+                    continue  # no CLEANUP inside a batch: its next request is waiting
+                except (OSError, RuntimeError):
+                    child = None  # the full clean-up below says what is wrong
+            header = _skip(following) or header
+            alone = False  # looked for again (the light check may have been all there was)
         if header.get("last"):
             # The container is discarded: no clean-up to prove. Exit once the host has read
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
             continue
-        zygotes = [z for z in (light, heavy_zygote) if z is not None]
         problems = _problems(uid, gid, zygotes, counters, alone, baseline)
         if not header.get("keep"):
             problems += _drop_programs()  # a compiled program lives for its judge request only
