@@ -27,11 +27,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from proc_cpu import ATTRIBUTED, Classes, CpuSampler  # noqa: E402
+from proc_cpu import ATTRIBUTED, Classes, CpuSampler, quiet  # noqa: E402
 
 from tests.service import ServiceProcess  # noqa: E402
 
 CONCURRENCY = 4
+JUDGE, KEPT, FRESH = "/judge", "/run_code", "/run_code, a connection per call"
+QUIET_LIMIT = 30.0  # longest wait for the service to go idle before a phase
 CPP = """#include <iostream>
 int main() {{ long long n, x, s = 0; std::cin >> n;
   for (long long i = 0; i < n; ++i) {{ std::cin >> x; s += x * {k}; }}
@@ -77,10 +79,23 @@ async def by_judge(client: httpx.AsyncClient, language: str, codes: list, suites
     return elapsed
 
 
+def run_code_body(code: str, language: str, stdin: str) -> dict:
+    """What verl's SandboxFusion client sends for one test case (``call_sandbox_api``)."""
+    return {
+        "compile_timeout": 10,
+        "run_timeout": 10,
+        "code": code,
+        "stdin": stdin,
+        "language": language,
+        "files": {},
+        "fetch_files": [],
+    }
+
+
 async def by_run_code(client: httpx.AsyncClient, language: str, codes: list, suites: list) -> float:
     started = time.perf_counter()
     jobs = [
-        client.post("/run_code", json={"code": c, "language": language, "stdin": t["input"]})
+        client.post("/run_code", json=run_code_body(c, language, t["input"]))
         for c, s in zip(codes, suites, strict=True)
         for t in s
     ]
@@ -125,41 +140,57 @@ async def accounted(
 
 async def main(args: argparse.Namespace) -> None:
     service = ServiceProcess(BOXED_POOL_SIZE="2", BOXED_QUEUE_TIMEOUT="600").start()
-    classes = Classes(service.proc.pid, "service", service.instance) if args.cpu else None
+    classes = Classes(service.proc.pid, "service", service.instance)
     cpu_rows = []
     try:
         limits = httpx.Limits(max_connections=CONCURRENCY)
-        async with httpx.AsyncClient(base_url=service.url, timeout=600, limits=limits) as client:
+        # verl's client posts with requests.post, no session: a new connection for every call
+        per_call = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=0)
+        async with (
+            httpx.AsyncClient(base_url=service.url, timeout=600, limits=limits) as client,
+            httpx.AsyncClient(base_url=service.url, timeout=600, limits=per_call) as fresh,
+        ):
             print(
                 f"{args.problems} problems x {args.tests} tests, {CONCURRENCY} requests at once\n"
             )
-            print("| language | round | /judge s | /run_code s | /judge problems/s | speed-up |")
-            print("| --- | --- | --- | --- | --- | --- |")
+            print(
+                "| language | round | /judge s | /run_code s, kept connections | /run_code s, "
+                "a connection per call | speed-up | speed-up, a connection per call |"
+            )
+            print("| --- | --- | --- | --- | --- | --- | --- |")
             for language in args.languages.split(","):
                 template = CPP if language == "cpp" else PYTHON
                 warm = [template.format(k=k + 1) + "\n" for k in range(2)]
                 await by_judge(client, language, warm, [problem(k + 1, args.tests) for k in (0, 1)])
-                tests, n, ratios = args.problems * args.tests, args.problems, []
+                tests, n = args.problems * args.tests, args.problems
+                ratios: dict[str, list[float]] = {KEPT: [], FRESH: []}
                 for round_ in range(args.rounds):
                     # a different constant per problem and per round: no answer is reused
                     ks = [round_ * n + k + 1 for k in range(n)]
                     suites = [problem(k, args.tests) for k in ks]
                     codes = [template.format(k=k) for k in ks]
                     ways = {
-                        "/judge": by_judge(client, language, codes, suites),
-                        "/run_code": by_run_code(client, language, codes, suites),
+                        JUDGE: by_judge(client, language, codes, suites),
+                        KEPT: by_run_code(client, language, codes, suites),
+                        FRESH: by_run_code(fresh, language, codes, suites),
                     }
-                    order = list(ways) if round_ % 2 == 0 else list(ways)[::-1]  # take turns
+                    turn = round_ % len(ways)  # each way goes first in turn
+                    order = list(ways)[turn:] + list(ways)[:turn]
                     seconds, cpu = {}, {}
                     for way in order:
-                        seconds[way], cpu[way] = await accounted(classes, tests, ways[way])
-                    ratios.append(seconds["/run_code"] / seconds["/judge"])
+                        await quiet(classes, QUIET_LIMIT)  # each way starts on an idle service
+                        seconds[way], cpu[way] = await accounted(
+                            classes if args.cpu else None, tests, ways[way]
+                        )
+                    for way in (KEPT, FRESH):
+                        ratios[way].append(seconds[way] / seconds[JUDGE])
                     cpu_rows += [(language, round_ + 1, way, cpu[way]) for way in ways]
-                    print(f"| {language} | {round_ + 1} | {seconds['/judge']:.2f} | "
-                          f"{seconds['/run_code']:.2f} | {n / seconds['/judge']:.1f} | "
-                          f"{ratios[-1]:.2f}x |")  # fmt: skip
-                print(f"| {language} | median | | | | **{statistics.median(ratios):.2f}x** |")
-            if classes:
+                    print(f"| {language} | {round_ + 1} | {seconds[JUDGE]:.2f} | "
+                          f"{seconds[KEPT]:.2f} | {seconds[FRESH]:.2f} | "
+                          f"{ratios[KEPT][-1]:.2f}x | {ratios[FRESH][-1]:.2f}x |")  # fmt: skip
+                print(f"| {language} | median | | | | **{statistics.median(ratios[KEPT]):.2f}x** "
+                      f"| **{statistics.median(ratios[FRESH]):.2f}x** |")  # fmt: skip
+            if args.cpu:
                 print("\nCPU per test, milliseconds, by process class")
                 for language, round_, way, figures in cpu_rows:
                     print(f"- {language} round {round_} {way}: {figures}")

@@ -50,7 +50,14 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
-from proc_cpu import ATTRIBUTED, OTHER_CONTAINERS, Account, Classes, CpuSampler  # noqa: E402
+from proc_cpu import (  # noqa: E402
+    ATTRIBUTED,
+    OTHER_CONTAINERS,
+    Account,
+    Classes,
+    CpuSampler,
+    quiet,
+)
 
 from tests.service import ServiceProcess, free_port  # noqa: E402
 
@@ -415,20 +422,6 @@ async def run_phase(
     )
 
 
-async def quiet(server: Server, limit: float, threshold: float = 0.05) -> float:
-    """Wait (at most ``limit`` s) until the server and its sandboxes use < 5% of a core over a
-    second: warm-ups and refills must not land in the next phase's figures. (Not the engine:
-    other users of the machine's Docker keep it busy.)"""
-    started = time.perf_counter()
-    while time.perf_counter() - started < limit:
-        sampler = CpuSampler(server.classes, interval=0.25).start()
-        await asyncio.sleep(1.0)
-        seconds = sampler.stop().seconds
-        if seconds.get("service", 0.0) + seconds.get("sandbox side", 0.0) < threshold:
-            break
-    return time.perf_counter() - started
-
-
 def cpu_figures(account: Account, snippets: int) -> dict[str, Any]:
     """The account as milliseconds per snippet."""
     per = 1000 / max(snippets, 1)
@@ -455,7 +448,7 @@ async def bench_server(server: Server, plan: Plan) -> list[Phase]:
         print(f"{server.name}: warmed ({warm.ok}/{warm.sent} right)", file=sys.stderr)
         for name, snippet, concurrency, most in phases:
             cpu_phase = name == "sum" and concurrency == CPU_CONCURRENCY
-            waited = await quiet(server, plan.quiet) if cpu_phase or not plan.quick else 0.0
+            waited = await quiet(server.classes, plan.quiet) if cpu_phase or not plan.quick else 0.0
             most = plan.requests(concurrency, most)
             sampler = CpuSampler(server.classes).start() if cpu_phase else None
             row = await run_phase(c, server, name, snippet, concurrency, most, plan.budget)
@@ -504,7 +497,7 @@ async def alternate(servers: list[Server], plan: Plan) -> list[Phase]:
         for round_ in range(1, plan.rounds + 1):
             for kind in CLIENT_KINDS:
                 for server in servers:
-                    await quiet(server, plan.quiet)
+                    await quiet(server.classes, plan.quiet)
                     cpu = time.process_time()
                     row = await run_phase(
                         clients[kind, server.name],

@@ -13,6 +13,7 @@ the machine-wide busy time of ``/proc/stat`` shows how much that is.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -323,3 +324,17 @@ class CpuSampler:
                 return parent
             child = parent
         return None
+
+
+async def quiet(classes: Classes, limit: float, threshold: float = 0.05) -> float:
+    """Wait (at most ``limit`` s) until the server and its sandboxes use < 5% of a core over a
+    second: warm-ups, refills and clean-ups must not land in the next phase's figures. (Not the
+    engine: other users of the machine's Docker keep it busy.) The seconds waited."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit:
+        sampler = CpuSampler(classes, interval=0.25).start()
+        await asyncio.sleep(1.0)
+        seconds = sampler.stop().seconds
+        if seconds.get("service", 0.0) + seconds.get("sandbox side", 0.0) < threshold:
+            break
+    return time.perf_counter() - started
