@@ -210,6 +210,16 @@ for path in ('/run/boxed/host.sock', '/proc/1/root/run/boxed/host.sock'):
 """
 
 
+# A unix socket bound to an abstract name, kept alive in flight (sent into itself): it outlives
+# every process of the snippet.
+KEEP_BOUND_IN_FLIGHT = (
+    "import array, socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+    "s.bind('\\0boxed-kept')\n"
+    "rights = array.array('i', [s.fileno()])\n"
+    "s.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)], 0, '\\0boxed-kept')\n"
+)
+
+
 def backend_for_test(**settings: object) -> DockerBackend:
     return DockerBackend(
         Settings(sandbox_image=IMAGE, instance=f"t-{uuid.uuid4().hex[:8]}", **settings),
@@ -302,7 +312,8 @@ def test_a_batch_runs_each_job_fresh_and_stops_after_one_the_host_would_not_cont
 ):
     """A batch (a judge's tests) goes from run to run without the host: each run is a fresh
     process in an emptied /tmp with nothing of the one before alive; a run that leaves a
-    process behind, or that a limit stops, ends the batch, and the rest come back None."""
+    process behind, that a limit stops, or after which the clean-up proof fails (a socket kept
+    bound in flight), ends the batch, and the rest come back None."""
     write = "import os\nopen('/tmp/mark', 'w').write('x')\nprint(os.getpid())"
     look = (
         "import os\nmine = [p for p in os.listdir('/proc') if p.isdigit()"
@@ -313,23 +324,32 @@ def test_a_batch_runs_each_job_fresh_and_stops_after_one_the_host_would_not_cont
 
     async def scenario() -> None:
         backend = backend_for_test()
-        sandbox = await backend.create_warm()
         try:
-            first = await sandbox.run_batch([_job(write), _job(look), _job(leave), _job(look)])
-            assert [o is None for o in first] == [False, False, False, True]
-            assert all(o.exit_code == 0 for o in first[:3]), first  # type: ignore[union-attr]
-            pid, seen, _ = (o.stdout.decode().split() for o in first[:3])  # type: ignore[union-attr]
-            assert seen[:2] == ["False", "0"] and seen[2] != pid[0]
-            assert first[2].stdout == b"left one\n"  # type: ignore[union-attr]
-            assert await sandbox.settle()  # the full clean-up, once, after the batch
-            again = await sandbox.run_batch([_job(look), _job(look)])
-            assert [o.stdout.split()[:2] for o in again] == [[b"False", b"0"]] * 2  # type: ignore[union-attr]
-            assert await sandbox.settle()
-            stopped = await sandbox.run_batch([_job("while True: pass", wall=0.5), _job(look)])
-            assert stopped[0] is not None and stopped[0].killed_for == "wall"
-            assert stopped[1] is None
+            sandbox = await backend.create_warm()
+            try:
+                first = await sandbox.run_batch([_job(write), _job(look), _job(leave), _job(look)])
+                assert [o is None for o in first] == [False, False, False, True]
+                assert all(o.exit_code == 0 for o in first[:3]), first  # type: ignore[union-attr]
+                pid, seen, _ = (o.stdout.decode().split() for o in first[:3])  # type: ignore[union-attr]
+                assert seen[:2] == ["False", "0"] and seen[2] != pid[0]
+                assert first[2].stdout == b"left one\n"  # type: ignore[union-attr]
+                assert await sandbox.settle()  # the clean-up's one verdict, after the batch
+                again = await sandbox.run_batch([_job(look), _job(look)])
+                assert [o.stdout.split()[:2] for o in again] == [[b"False", b"0"]] * 2  # type: ignore[union-attr]
+                assert await sandbox.settle()
+                kept = await sandbox.run_batch([_job(KEEP_BOUND_IN_FLIGHT), _job(look)])
+                assert kept[0] is not None and kept[0].exit_code == 0 and kept[1] is None
+                assert not await sandbox.settle()  # the proof failed: retired, as between requests
+            finally:
+                await sandbox.discard()
+            sandbox = await backend.create_warm()
+            try:
+                stopped = await sandbox.run_batch([_job("while True: pass", wall=0.5), _job(look)])
+                assert stopped[0] is not None and stopped[0].killed_for == "wall"
+                assert stopped[1] is None
+            finally:
+                await sandbox.discard()
         finally:
-            await sandbox.discard()
             await backend.close()
 
     asyncio.run(scenario())
@@ -692,15 +712,7 @@ def test_container_retired_after_what_no_process_holds(single: str) -> None:
     cases = [
         (OOM_GRANDCHILD, {"memory_mb": 64, "timeout": 8}, True),
         ("import socket\nsocket.socket(2, 2).sendto(b'x', ('127.0.0.1', 9))", {}, True),
-        (
-            "import array, socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
-            "s.bind('\\0boxed-kept')\n"
-            "rights = array.array('i', [s.fileno()])\n"
-            "s.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)], 0, "
-            "'\\0boxed-kept')\n",
-            {},
-            True,
-        ),
+        (KEEP_BOUND_IN_FLIGHT, {}, True),
         (LEFT_IN_FLIGHT, {}, False),
     ]
     for code, fields, always in cases:

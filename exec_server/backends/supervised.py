@@ -295,10 +295,10 @@ class SupervisedSandbox:
 
     async def run_batch(self, jobs: Sequence[Job]) -> list[Observation | None]:
         """Run ``jobs`` one after another, each in a fresh process, sent in one message: the
-        supervisor goes from one to the next without waiting for the host, after a light check
-        (``guest/supervisor.py: _between_runs``), and proves the sandbox clean once, at the end.
-        It stops the batch after a run the host would not continue after (a limit killed it,
-        it left processes, it ran out of memory): the later ones come back None."""
+        supervisor goes from one to the next without waiting for the host, proving the sandbox
+        clean between two as between two requests (one ``CLEANUP`` verdict, at the end). It
+        stops the batch after a run the host would not continue after (a limit killed it, it
+        left processes, it ran out of memory) or a failed proof: the later ones come back None."""
         requests = b"".join(
             self._request(job, following=len(jobs) - 1 - i) for i, job in enumerate(jobs)
         )

@@ -13,9 +13,10 @@ output), ``CLEANUP`` the clean-up verdict (JSON). Files the header asks for (``f
 come before ``RESULT``: a ``FILE_NAME`` frame, then its ``FILE_DATA`` frames. The host sends
 the next request only after ``CLEANUP``, except within a *batch* (one request's runs, a
 judge's tests): a header with ``then: k`` says that k more requests of the batch follow at
-once. The supervisor then answers each with its frames and ``RESULT`` and no ``CLEANUP`` in
-between; once it stops the batch (a run it would not go on after), each later request gets a
-``RESULT`` of ``{"skipped": true}``; one ``CLEANUP`` follows the batch's last ``RESULT``.
+once. The supervisor then answers each with its frames and ``RESULT``, proving the container
+clean between two runs as ever but sending no ``CLEANUP``; once it stops the batch (a run it
+would not go on after, or a failed proof), each later request gets a ``RESULT`` of
+``{"skipped": true}``; one ``CLEANUP`` follows the batch's last ``RESULT``.
 
 The child reports to the supervisor through a shared memory page, never through its output:
 ``REPORT_STARTED`` at offset 0 once the snippet is about to run, ``REPORT_MEMORY_ERROR`` at

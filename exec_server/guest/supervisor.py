@@ -1290,20 +1290,6 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
     return found + _own_problems(zygotes, counters)
 
 
-def _between_runs(uid, gid, zygotes, counters, baseline):
-    """The check between two runs of one batch (the same request's tests), after a run that
-    ended by itself, alone and within its memory: every process of it is dead, ``/tmp`` is
-    emptied, no IPC object or OOM kill is left. What only another request must not meet
-    (memory, sockets or network counters that no process holds) waits for the batch's end,
-    where ``_problems`` looks at everything."""
-    found = _zygote_problems(zygotes)
-    _reap()
-    if baseline.oom_kills is not None and counters.oom_kills() != baseline.oom_kills:
-        found.append("the OOM killer acted in this container")
-    found += _writable_problems(uid, gid)
-    return found + _own_problems(zygotes, counters)
-
-
 def _skip(count):
     """Answer the next ``count`` requests of a stopped batch without running them: each gets a
     RESULT that says so (the host runs them again elsewhere); the last one's header."""
@@ -1383,16 +1369,17 @@ def main(config):
         following = int(header.get("then", 0))  # requests of the same batch, already sent
         if following:
             # A batch goes on after a run that ended by itself, alone, within its memory
-            # (what the host would continue after), once the light check finds nothing.
+            # (what the host would continue after), once the clean-up proves the container
+            # clean: the same proof as between two requests, without the round trip.
             fit = alone and _report[1] != REPORT_MEMORY_ERROR
-            if fit and not _between_runs(uid, gid, zygotes, counters, baseline):
+            if fit and not _problems(uid, gid, zygotes, counters, alone, baseline):
                 try:
                     child = _Child(heavy_zygote if heavy else light)
                     continue  # no CLEANUP inside a batch: its next request is waiting
                 except (OSError, RuntimeError):
-                    child = None  # the full clean-up below says what is wrong
+                    child = None  # the clean-up below says what is wrong
             header = _skip(following) or header
-            alone = False  # looked for again (the light check may have been all there was)
+            alone = False  # looked for again
         if header.get("last"):
             # The container is discarded: no clean-up to prove. Exit once the host has read
             # the result and closed stdin (gVisor may drop output written just before PID 1
