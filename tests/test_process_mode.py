@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from unittest import mock
 
 import httpx
@@ -347,6 +348,25 @@ def test_a_batch_runs_each_job_fresh_and_stops_after_one_the_host_would_not_cont
                 stopped = await sandbox.run_batch([_job("while True: pass", wall=0.5), _job(look)])
                 assert stopped[0] is not None and stopped[0].killed_for == "wall"
                 assert stopped[1] is None
+            finally:
+                await sandbox.discard()
+        finally:
+            await backend.close()
+        # A one-request container (container mode): its last run ends it without a verdict,
+        # unless the batch stopped before it; the host then reads the verdict and goes on.
+        settings = Settings(sandbox_image=IMAGE, instance=backend.settings.instance)
+        backend = DockerBackend(settings, reuse=False)
+        try:
+            sandbox = await backend.create_warm()
+            try:
+                jobs = [replace(_job(leave), more=True), _job(look)]
+                batch = await sandbox.run_batch(jobs)
+                assert batch[0] is not None and batch[0].stdout == b"left one\n"
+                assert batch[1] is None
+                async with asyncio.timeout(5):
+                    assert await sandbox.settle()
+                again = await sandbox.run(_job(look))
+                assert again.stdout.split()[:2] == [b"False", b"0"]
             finally:
                 await sandbox.discard()
         finally:

@@ -1380,7 +1380,8 @@ def main(config):
                     child = None  # the clean-up below says what is wrong
             header = _skip(following) or header
             alone = False  # looked for again
-        if header.get("last"):
+            following = -1  # stopped: the host reads a verdict, even from a last run's container
+        if header.get("last") and following == 0:
             # The container is discarded: no clean-up to prove. Exit once the host has read
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
