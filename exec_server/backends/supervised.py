@@ -306,12 +306,17 @@ class SupervisedSandbox:
         # read it while the supervisor waits for the host to read its output.
         sending = asyncio.ensure_future(self._send(requests))
         try:
-            observations = [await self._observe(job) for job in jobs]
+            # after the first, a run waits for the clean-up of the one before it
+            observations = [
+                await self._observe(job, SETTLE_TIMEOUT if i else 0.0) for i, job in enumerate(jobs)
+            ]
             await sending
         finally:
             if not sending.done():
                 self.broken = True
                 sending.cancel()
+            elif not sending.cancelled():
+                sending.exception()  # retrieved: a failed send has marked the sandbox broken
         return observations
 
     def _request(self, job: Job, following: int) -> bytes:
@@ -341,14 +346,15 @@ class SupervisedSandbox:
         self.preload.note(header["heavy"])
         return request(header, body)
 
-    async def _observe(self, job: Job) -> Observation | None:
-        """Read ``job``'s output and result (None: the supervisor skipped it)."""
+    async def _observe(self, job: Job, before: float = 0.0) -> Observation | None:
+        """Read ``job``'s output and result (None: the supervisor skipped it); ``before``: the
+        longest the supervisor may take before the run starts (a clean-up)."""
         limits = job.limits
         cap = limits.output_bytes
         out = {OUTPUT: bytearray(), ERRORS: bytearray()}
         files: dict[str, bytearray] = {}
         try:
-            async with asyncio.timeout(limits.wall_seconds + REPORT_GRACE):
+            async with asyncio.timeout(before + limits.wall_seconds + REPORT_GRACE):
                 report = await self._read_until(RESULT, out, cap + 1, files)
         except TimeoutError:
             self.broken = True
