@@ -1234,7 +1234,10 @@ def _wipe_writable(uid, gid):
         raise RuntimeError("could not restore the effective ids")
 
 
-def _zygote_problems(zygotes):
+def _problems(uid, gid, zygotes, counters, alone, baseline):
+    """Everything that keeps this container from serving another snippet (empty: clean).
+
+    ``alone``: the run already proved that the snippet left no process but zombies."""
     found = []
     for zygote in zygotes:
         try:  # looked at before any reaping, which would take a dead zygote away
@@ -1243,22 +1246,21 @@ def _zygote_problems(zygotes):
                 found.append("a zygote died")
         except ChildProcessError:
             found.append("a zygote is gone")
-    return found
-
-
-def _writable_problems(uid, gid):
+    if alone:
+        _reap()
+    else:
+        if not _kill_all(uid):
+            found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
+        others = set(_processes()) - {zygote.pid for zygote in zygotes}
+        if others:
+            found.append(f"unexpected processes: {sorted(others)}")
     try:
         _wipe_writable(uid, gid)
     except (OSError, RuntimeError) as exc:
-        return [f"cannot empty {WRITABLE}: {exc!r}"]
+        found.append(f"cannot empty {WRITABLE}: {exc!r}")
     if os.listdir(WRITABLE):
-        return [f"{WRITABLE} not empty after the wipe"]
-    return []
-
-
-def _own_problems(zygotes, counters):
-    """The supervisor's own state: no descriptor leaked; the run's buffers zeroed."""
-    found = []
+        found.append(f"{WRITABLE} not empty after the wipe")
+    found += baseline.problems()
     if counters.sysv_objects_left():
         found.append("System V IPC objects left")
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
@@ -1270,24 +1272,6 @@ def _own_problems(zygotes, counters):
         _dirty[name] = 0
     _report[0:2] = b"\0\0"
     return found
-
-
-def _problems(uid, gid, zygotes, counters, alone, baseline):
-    """Everything that keeps this container from serving another snippet (empty: clean).
-
-    ``alone``: the run already proved that the snippet left no process but zombies."""
-    found = _zygote_problems(zygotes)
-    if alone:
-        _reap()
-    else:
-        if not _kill_all(uid):
-            found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
-        others = set(_processes()) - {zygote.pid for zygote in zygotes}
-        if others:
-            found.append(f"unexpected processes: {sorted(others)}")
-    found += _writable_problems(uid, gid)
-    found += baseline.problems()
-    return found + _own_problems(zygotes, counters)
 
 
 def _skip(count):
@@ -1366,27 +1350,29 @@ def main(config):
             child.discard()  # a no-op after a run; fds of a failed one
         child = None
         zygotes = [z for z in (light, heavy_zygote) if z is not None]
+        problems = None  # the clean-up's findings, once it has run
         following = int(header.get("then", 0))  # requests of the same batch, already sent
         if following:
             # A batch goes on after a run that ended by itself, alone, within its memory
             # (what the host would continue after), once the clean-up proves the container
             # clean: the same proof as between two requests, without the round trip.
-            fit = alone and _report[1] != REPORT_MEMORY_ERROR
-            if fit and not _problems(uid, gid, zygotes, counters, alone, baseline):
-                try:
-                    child = _Child(heavy_zygote if heavy else light)
-                    continue  # no CLEANUP inside a batch: its next request is waiting
-                except (OSError, RuntimeError):
-                    child = None  # the clean-up below says what is wrong
+            if alone and _report[1] != REPORT_MEMORY_ERROR:
+                problems = _problems(uid, gid, zygotes, counters, alone, baseline)
+                if not problems:
+                    try:
+                        child = _Child(heavy_zygote if heavy else light)
+                        continue  # no CLEANUP inside a batch: its next request is waiting
+                    except (OSError, RuntimeError) as exc:
+                        problems = [f"cannot fork the next child: {exc!r}"]
             header = _skip(following) or header
-            alone = False  # looked for again
             following = -1  # stopped: the host reads a verdict, even from a last run's container
         if header.get("last") and following == 0:
             # The container is discarded: no clean-up to prove. Exit once the host has read
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
             continue
-        problems = _problems(uid, gid, zygotes, counters, alone, baseline)
+        if problems is None:
+            problems = _problems(uid, gid, zygotes, counters, alone, baseline)
         if not header.get("keep"):
             problems += _drop_programs()  # a compiled program lives for its judge request only
         if not problems:
