@@ -266,13 +266,13 @@ def test_a_drain_with_every_writer_gone_ends_at_once_and_finds_no_stray() -> Non
 
 PROVE_THE_DROP = """
 import sys
-from exec_server.guest import supervisor
+from exec_server.guest import zygote
 config = {"uid": 10001, "gid": 10001}
-supervisor._prove_the_drop(config)  # a plain drop from root: no capability left
+zygote.prove_the_drop(config)  # a plain drop from root: no capability left
 PR_SET_KEEPCAPS = 8
-assert supervisor._libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == 0
+assert zygote.libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == 0
 try:
-    supervisor._prove_the_drop(config)  # keep-caps: the drop leaves the permitted set
+    zygote.prove_the_drop(config)  # keep-caps: the drop leaves the permitted set
 except RuntimeError as exc:
     print("refused:", exc)
 """
@@ -300,10 +300,10 @@ def test_a_zygote_proves_the_uid_drop_leaves_no_capability() -> None:
     ],
 )
 def test_a_child_reads_back_the_limits_the_supervisor_hands_over(limits: dict) -> None:
-    from exec_server.guest import supervisor
+    from exec_server.guest import zygote
 
-    text = supervisor._hand_over_text(limits)
-    assert supervisor._handed_limits(text) == limits
+    text = zygote.hand_over_text(limits)
+    assert zygote.handed_limits(text) == limits
     assert text.startswith(b"{") == (len(limits) > 2)  # JSON only when there is more
 
 

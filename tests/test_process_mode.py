@@ -293,6 +293,23 @@ def test_without_the_socket_the_supervisor_is_served_over_the_attach_stream(
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("kind", ["light", "heavy"])
+def test_a_snippets_interpreter_holds_none_of_the_supervisors_code(single: str, kind: str) -> None:
+    """Both zygotes are fresh interpreters with only the guest modules they need: none of the
+    supervisor's code (megabytes a fork would copy a page table entry for, and an exit tear
+    down) is in the memory a child is forked from."""
+    code = (
+        "import sys\n"
+        "guest = sorted(m for m in sys.modules if m.startswith('boxed_guest'))\n"
+        "print('numpy' in sys.modules, guest)\n"  # numpy: preloaded, in the heavy zygote only
+        + ("import numpy\n" if kind == "heavy" else "")
+    )
+    guest = ["boxed_guest", "boxed_guest.protocol", "boxed_guest.runner", "boxed_guest.zygote"]
+    data = run(single, code)
+    assert data["stdout"] == f"{kind == 'heavy'} {guest}\n", data
+
+
+@pytest.mark.docker
 def test_every_child_draws_its_own_randomness() -> None:
     """Children forked from one zygote (light, then heavy) do not share a random state: what
     a fresh ``python`` would draw differs from run to run here too."""

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..guest import bootstrap_source
 from ..guest.protocol import (
     CLEANUP,
     ERRORS,
@@ -152,6 +153,7 @@ def supervisor_config(
         "cpus": settings.cpus,
         "nproc": nproc,
         "reuse": reuse,  # diagnostics only: the host decides reuse
+        "bootstrap": bootstrap_source(),  # what the supervisor starts its zygotes with
     }
     if session is not None:  # the session program instead of the one-shot supervisor
         config["program"] = "session"

@@ -1,6 +1,7 @@
 """Installs the guest modules from ``argv[1]`` (JSON: name -> source) as the package
 ``boxed_guest`` and runs the configuration's ``program`` (``supervisor`` unless it says
-``session``) with the configuration in ``argv[2]`` (JSON).
+``session``, or ``zygote`` when the supervisor starts one) with the configuration in
+``argv[2]`` (JSON).
 
 The sandbox image holds only an interpreter and packages; the guest programs come with each
 container's command, so the host and the sandbox can never run different protocol versions.
@@ -45,8 +46,9 @@ if config.get("socket"):
     serve_over_socket(config["socket"])
 package = types.ModuleType("boxed_guest")
 package.__path__ = []
+package.sources = json.loads(sys.argv[1])  # the supervisor starts its zygotes with some of them
 sys.modules["boxed_guest"] = package
-for name, source in json.loads(sys.argv[1]).items():
+for name, source in package.sources.items():
     module = types.ModuleType(f"boxed_guest.{name}")
     module.__package__ = "boxed_guest"
     sys.modules[module.__name__] = module

@@ -28,13 +28,14 @@ limit, the exit status of an interpreter that ended and the OOM kill come from t
 import io
 import json
 import os
+import resource
 import select
 import signal
 import socket
 import sys
 import time
 
-from . import runner, supervisor
+from . import runner, supervisor, zygote
 from .protocol import (
     ERRORS,
     KILLED_CPU,
@@ -60,17 +61,17 @@ def _interpreter_main(sock, out_w, err_w, config):
         devnull = os.open(os.devnull, os.O_RDONLY)
         for fd, target in ((devnull, 0), (out_w, 1), (err_w, 2), (sock.fileno(), 3)):
             os.dup2(fd, target)
-        os.closerange(4, supervisor.resource.getrlimit(supervisor.resource.RLIMIT_NOFILE)[1])
-        supervisor._interpreter_defaults(config)  # no zygote made this one
-        supervisor._enter_sandbox(config)
-        supervisor._check_no_capabilities()  # no zygote proved the drop for this process
+        os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        zygote.interpreter_defaults(config)  # no zygote made this one
+        zygote.enter_sandbox(config)
+        zygote.check_no_capabilities()  # no zygote proved the drop for this process
         session = config["session"]
         limits = {"cpu": session["cpu_budget"], "memory_mb": session["memory_mb"]}
-        supervisor._set_request_limits(limits, config)
+        zygote.set_request_limits(limits, config)
         channel = socket.socket(fileno=3)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before code
         os.write(2, f"boxed session: interpreter set-up failed: {exc!r}\n".encode())
-        os._exit(supervisor.SETUP_FAILED)
+        os._exit(zygote.SETUP_FAILED)
     try:
         channel.send(READY)
         _serve_calls(channel)

@@ -4,22 +4,19 @@ It runs as root in a container that keeps only CAP_SETUID, CAP_SETGID and CAP_KI
 docs/process-mode.md), and serves snippets, each in a freshly forked
 child that drops to the sandbox uid before it runs anything of the snippet's:
 
-* Two parents to fork from, both *zygotes*: root children of the supervisor that fork the
-  snippets' children, reap them and report their exit status and resource usage (the
-  supervisor itself forks nothing per run, so its pages stay its own: see ``_Zygote``). The
-  light zygote, forked at start before any snippet came, holds only the standard library and
-  forks the children of snippets that import nothing else (a small interpreter forks and
-  exits in a fraction of the time a preloaded one takes); the heavy one imports the preload
-  modules (sympy, numpy) for the snippets that import anything else: at start, or at the
-  first such snippet when the host says none has come yet (``preload_at_start``). The host
-  says which kind a snippet needs.
-* The child is forked ahead of its snippet, once the container has been proven clean: it gets
-  its own session, a memfd with the snippet body as stdin, two pipes as stdout/stderr and a
-  hand-over pipe, nothing else (every other descriptor, including the attach stream, is
-  closed), an OOM score of 1000 (a hint it may undo), nice 19; it drops to the sandbox uid/gid with
-  no supplementary groups, verifies that no capability is left, makes an empty ``/tmp/run`` its
-  working directory and blocks on the hand-over pipe. When the snippet comes it sets the
-  request's rlimits (the fixed ones are its zygote's) and hands over to ``runner.run``.
+* Two parents to fork from, both *zygotes* (``zygote.py``): root programs of their own,
+  started fresh by the supervisor, that fork the snippets' children, reap them and report
+  their exit status and resource usage (the supervisor itself forks nothing per run, so its
+  pages stay its own). The light zygote, started before any snippet came, holds only the
+  standard library and forks the children of snippets that import nothing else (a small
+  interpreter forks and exits in a fraction of the time a preloaded one takes); the heavy one
+  imports the preload modules (sympy, numpy) for the snippets that import anything else: at
+  start, or at the first such snippet when the host says none has come yet
+  (``preload_at_start``). The host says which kind a snippet needs.
+* The child is forked ahead of its snippet, once the container has been proven clean, and
+  sets itself up (``zygote._child``): its own session, the snippet body as stdin, its output
+  pipes and nothing else, the sandbox uid with no capability, an empty ``/tmp/run``; it then
+  waits for the snippet's limits and hands over to ``runner.run``.
 * The supervisor forwards the pipes with a per-stream cap, stops the run at the wall-clock
   limit, at the CPU-time limit of the snippet's whole process tree, or when a stream passes
   its cap, and reports the exit status the zygote reaped (never anything the snippet wrote;
@@ -51,7 +48,6 @@ import json
 import math
 import mmap
 import os
-import resource
 import select
 import signal
 import socket
@@ -59,11 +55,7 @@ import stat
 import sys
 import time
 
-# Preloaded for the runner, which imports it only on an error: a child whose address space a
-# deep recursion exhausted could not import it then, and its stderr would lose the error.
-import traceback  # noqa: F401
-
-from . import runner
+from . import zygote
 from .protocol import (
     CLEANUP,
     ERRORS,
@@ -81,7 +73,6 @@ from .protocol import (
 )
 
 CHUNK = 65536
-RUN_DIR = "/tmp/run"
 PROGRAM_DIR = "/box"  # compiled programs: root's, executable (/tmp is noexec), not wiped
 WRITABLE = "/tmp"
 KILL_SECONDS = 2.0  # longest wait for SIGKILLed processes to vanish
@@ -89,12 +80,7 @@ DRAIN_SECONDS = 1.0  # longest wait for pipe EOF once the child is dead
 DRAIN_TICK = 0.02  # a pipe open and quiet this long once the child is dead: a stray holds it
 ORPHAN_TICK = 0.01  # how often the exit of a child whose zygote died is looked for
 MAX_TREE_DEPTH = 64
-SETUP_FAILED = 126
-PR_GET_DUMPABLE = 3
-PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
-CAP_LINES = (b"\nCapInh:", b"\nCapPrm:", b"\nCapEff:", b"\nCapAmb:")
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 # The cgroup's memory charge (cgroup v1, v2) and its breakdown (to leave out the page cache).
 MEMORY_FILES = (
@@ -131,20 +117,33 @@ LOCAL_USE6 = frozenset(
         b"Icmp6OutEchos",
     }
 )
-M_ARENA_MAX = -8
-THREAD_STACK = 4 * 1024 * 1024
 SYSV_FILES = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STATUS_KEYS = (b"Stat", b"Uid:", b"Thre")  # State, Uid, Threads
 
-_libc = ctypes.CDLL(None, use_errno=True)
 _buffer = bytearray(8 + CHUNK)  # where child output is read into; zeroed after each run
 # Output frames wait here to leave with the next ones (most runs: one write for all their
 # output and the result, where a write to the engine's pipe costs a context switch or two).
 _pending = bytearray(2 * CHUNK)
 _dirty = {"buffer": 0, "pending": 0}  # how much of each a run wrote: what the zeroing clears
-# The child's report page (see protocol), shared with every later fork: no descriptor.
-_report = mmap.mmap(-1, mmap.PAGESIZE)
+# The children's report page (see protocol): a memfd, which each zygote maps for its children
+# (``zygote.main``) and the supervisor reads and resets with pread and pwrite (no mapping: mmap
+# would hold a second descriptor of it).
+_report_fd = os.memfd_create("boxed-report", os.MFD_CLOEXEC)
+os.ftruncate(_report_fd, mmap.PAGESIZE)
+
+
+def _report():
+    """The child's report: its first two bytes."""
+    return os.pread(_report_fd, 2, 0)
+
+
+def _clear_report():
+    os.pwrite(_report_fd, b"\0\0", 0)
+
+
+# The guest modules a zygote is started with (``_zygote_command``).
+ZYGOTE_MODULES = ("protocol", "runner", "zygote")
 
 
 def _write_all(data, fd=1):
@@ -194,224 +193,40 @@ def _receive_body(fd, size):
         size -= moved
 
 
-# -- the child -------------------------------------------------------------------------------
-def _small_threads():
-    """Make a thread cost what it uses, not what glibc reserves: RLIMIT_AS counts reserved
-    address space, and each thread would reserve a 64 MiB malloc arena and an 8 MiB stack
-    (RLIMIT_STACK), so 32 threads would pass a 256 MiB limit without using it. One arena and
-    4 MiB stacks (for every thread, Python's or a library's) leave the limit to real use."""
-    attr = ctypes.create_string_buffer(64)  # pthread_attr_t is 56 bytes on x86-64
-    if (
-        not _libc.mallopt(M_ARENA_MAX, 1)
-        or _libc.pthread_attr_init(attr)
-        or _libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(THREAD_STACK))
-        or _libc.pthread_setattr_default_np(attr)
-    ):
-        raise RuntimeError("cannot set the thread stack size or the malloc arenas")
-    _libc.pthread_attr_destroy(attr)
-
-
-def _set_fixed_limits(config):
-    """The limits every snippet of this sandbox gets, whatever its request: set once in each
-    zygote and inherited by its children (RLIMIT_NPROC stays per child: it would bound the
-    zygote's own forks)."""
-    nofile = int(config["nofile"])
-    _lower_limits(
-        (resource.RLIMIT_NOFILE, nofile, nofile),
-        (resource.RLIMIT_FSIZE, int(config["fsize"]), int(config["fsize"])),
-        (resource.RLIMIT_CORE, 0, 0),
-        (resource.RLIMIT_MSGQUEUE, 0, 0),
-    )
-
-
-def _set_request_limits(limits, config):
-    """The limits of this request: its address space and CPU time (and gVisor's RLIMIT_NPROC)."""
-    fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        mapped = int(os.read(fd, 64).split(None, 1)[0]) * PAGE_SIZE
-    finally:
-        os.close(fd)
-    share = int(limits["memory_mb"]) * 1024 * 1024
-    address_space = mapped + share  # its own share on top
-    # An exec'd program leaves this interpreter's mappings behind: its soft limit is its share
-    # alone (the runner raises it to the hard one only where exec itself needs more: gVisor).
-    soft_space = share if limits.get("argv") else address_space
-    cpu = math.ceil(float(limits["cpu"])) + 1  # a backstop: the supervisor stops it on time
-    nproc = config.get("nproc")  # gVisor: its own kernel counts this sandbox's tasks alone
-    if nproc:
-        resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
-    _lower_limits(
-        (resource.RLIMIT_AS, soft_space, address_space),
-        (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU, then SIGKILL a second later
-        # an exec'd program's stack may use its whole memory limit (deep recursion in C++)
-        *([(resource.RLIMIT_STACK, share, share)] if limits.get("argv") else []),
-    )
-
-
-def _lower_limits(*settings):
-    for which, soft, hard in settings:
-        ceiling = resource.getrlimit(which)[1]
-        if ceiling != resource.RLIM_INFINITY:
-            soft, hard = min(soft, ceiling), min(hard, ceiling)
-        try:
-            resource.setrlimit(which, (soft, hard))
-        except ValueError:
-            # gVisor refuses a zero message-queue limit; it has no message queues to limit
-            if which != resource.RLIMIT_MSGQUEUE:
-                raise
-
-
-def _drop_privileges(uid, gid):
-    os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
-    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
-        raise RuntimeError("uid/gid drop incomplete")
-
-
-def _check_no_capabilities():
-    """Raise unless this process holds no capability (after ``_drop_privileges``)."""
-    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        status = _read_to_end(fd)
-    finally:
-        os.close(fd)
-    # gVisor's /proc shows no CapAmb line; the other three must be there and empty
-    for key in CAP_LINES:
-        at = status.find(key)
-        if at < 0 and key != b"\nCapAmb:":
-            raise RuntimeError(f"no {key.strip()!r} line in /proc/self/status")
-        if at >= 0 and int(status[at + len(key) : status.index(b"\n", at + 1)], 16):
-            raise RuntimeError(f"capabilities left after the drop: {status[at : at + 40]!r}")
-
-
-def _prove_the_drop(config):
-    """Fork a child that drops to the sandbox uid and proves it holds no capability.
-
-    Done once per zygote, not in every child (reading and parsing /proc/self/status cost a child
-    about 25 copy-on-write faults): what a uid change leaves depends only on the process's
-    capability sets and securebits, which every child inherits unchanged from its zygote, and
-    which the zygote never changes. Each child still checks its own uid and gid change."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _drop_privileges(int(config["uid"]), int(config["gid"]))
-            _check_no_capabilities()
-        except BaseException as exc:  # noqa: BLE001 - every failure must stop the zygote
-            os.write(2, f"boxed supervisor: the uid drop is not clean: {exc!r}\n".encode())
-            os._exit(SETUP_FAILED)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        raise RuntimeError("the uid drop leaves capabilities (see the message above)")
-
-
-def _read_to_end(fd):
-    chunks = []
-    while chunk := os.read(fd, 4096):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _interpreter_defaults(config):
-    """What a snippet's interpreter inherits from the process that forks it: the signal
-    dispositions, ``sys.argv``, the thread defaults and the fixed limits. Set once in each
-    zygote and in a session's interpreter; a child that set them again would pay a copy-on-write
-    fault for every page it touched."""
-    _restore_signals()
-    sys.argv = ["-c"]
-    _small_threads()
-    _set_fixed_limits(config)
-
-
-def _enter_sandbox(config):
-    """The snippet's side of the sandbox, entered by every child and by a session's interpreter
-    before any of its code runs (the caller has made it a session leader with its own streams)."""
-    # Under memory pressure the kernel should take the snippet. The snippet may lower it
-    # again (a floor needs CAP_SYS_RESOURCE): then the host learns of the OOM kill from
-    # the engine, and the verdict is the same.
-    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
-    os.write(fd, b"1000")  # (one write into procfs, whole or an error)
-    os.close(fd)
-    os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
-    _drop_privileges(int(config["uid"]), int(config["gid"]))  # its zygote proved it clean
-    # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
-    # own its /proc entries as in container mode (its memory is only a preload's copy).
-    if _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "PR_SET_DUMPABLE")
-    os.mkdir(RUN_DIR, 0o700)
-    os.chdir(RUN_DIR)
-
-
-def _hand_over_text(limits):
-    """What the supervisor writes to a child that waits for its snippet: "cpu memory_mb" for a
-    plain run (a json.loads costs the child about 25 copy-on-write faults), JSON otherwise."""
-    if limits.keys() == {"cpu", "memory_mb"}:
-        return b"%r %d" % (float(limits["cpu"]), int(limits["memory_mb"]))
-    return json.dumps(limits).encode()
-
-
-def _handed_limits(data):
-    """The limits ``_hand_over_text`` wrote."""
-    if data.startswith(b"{"):
-        return json.loads(data)
-    cpu, memory_mb = data.split()
-    return {"cpu": float(cpu), "memory_mb": int(memory_mb)}
-
-
-def _child(body_fd, out_w, err_w, go_r, config):
-    """The forked child: set up, wait for the snippet, run it. Never returns."""
-    try:
-        # (The interpreter defaults are the zygote's: _interpreter_defaults.)
-        os.setsid()
-        for fd, target in ((body_fd, 0), (out_w, 1), (err_w, 2), (go_r, 3)):
-            os.dup2(fd, target)
-        os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-        _enter_sandbox(config)
-        handed = _read_to_end(3)  # blocks until the snippet is in the memfd
-        if not handed:
-            os._exit(0)  # the supervisor is going away
-        os.close(3)
-        os.lseek(0, 0, os.SEEK_SET)
-        # Only lowering limits, which needs no privilege.
-        # (Processes: the container's pids cgroup, which only this snippet uses while it runs;
-        # RLIMIT_NPROC would count the sandbox uid across every container of the host.)
-        limits = _handed_limits(handed)
-        _set_request_limits(limits, config)
-    except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
-        os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
-        os._exit(SETUP_FAILED)
-    try:
-        # os._exit()s with the snippet's status (or execs the program of a compile/exec run)
-        runner.run(_report, limits)
-    except MemoryError:
-        # The address-space limit left no room even for the runner's own work.
-        _report[0], _report[1] = REPORT_STARTED, REPORT_MEMORY_ERROR
-    finally:
-        os._exit(1)  # never fall back into the supervisor's loop, whatever happened
+def _zygote_command(config, heavy, sock_fd):
+    """The command that starts a zygote: the supervisor's interpreter and options (as the host
+    started it: ``-c`` and the starting program follow them), ``bootstrap`` with the zygote's
+    modules and its configuration (the supervisor's, without the host's socket)."""
+    options = sys.orig_argv[1 : sys.orig_argv.index("-c")]
+    sources = sys.modules["boxed_guest"].sources
+    modules = {name: sources[name] for name in ZYGOTE_MODULES}
+    own = {key: value for key, value in config.items() if key not in ("socket", "bootstrap")}
+    own.update(program="zygote", zygote={"socket": sock_fd, "report": _report_fd, "heavy": heavy})
+    arguments = [json.dumps(modules), json.dumps(own)]
+    return [sys.executable, *options, "-c", config["bootstrap"], *arguments]
 
 
 class _Zygote:
-    """A child of the supervisor that forks the snippets' children and reaps them.
-
-    The supervisor forks no child of its own per run: a fork write-protects every page of the
-    parent, which then pays a fault for each page it writes while the child lives, and the
-    supervisor writes many per run. A zygote's loop writes few. Two of them: the light one holds
-    only the standard library (a small interpreter forks and exits in a fraction of the time a
-    preloaded one takes), the heavy one has imported the preload modules (sympy, numpy) for the
-    snippets that import anything else. Each sets, once, what every child inherits (signal
-    dispositions, thread defaults), and reports each child's exit status and resource usage as
-    ``wait4`` gave them: a root process the snippet cannot signal, trace or write to.
-    """
+    """The supervisor's handle on a zygote (``zygote.py``): a fresh interpreter, started with
+    the supervisor's options, ``bootstrap`` and only the modules it needs."""
 
     def __init__(self, config, heavy=False):
         self.heavy = heavy
-        preload = config.get("preload", []) if heavy else []
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        command = _zygote_command(config, heavy, theirs.fileno())
         self.pid = os.fork()
         if self.pid == 0:
-            self.sock.close()
-            _zygote_main(theirs, config, preload)
+            try:
+                # Nothing of the supervisor's but the socket and the report page goes across
+                # (every other descriptor is close-on-exec), not even the host's stream.
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                for fd in (theirs.fileno(), _report_fd):
+                    os.set_inheritable(fd, True)
+                os.execv(command[0], command)
+            finally:
+                os._exit(zygote.SETUP_FAILED)
         theirs.close()
         # Waited for: the clean-up compares the container's memory with what it held when
         # ready, which must include the zygote's imports.
@@ -445,48 +260,6 @@ class _Zygote:
 
 class _ZygoteGone(Exception):
     """The zygote ended (the OOM killer may take it): its live children are PID 1's now."""
-
-
-def _zygote_main(sock, config, preload):
-    try:
-        # A zygote forked late (the heavy one, at its first snippet) has the supervisor's
-        # descriptors: it keeps its socket and the standard streams its children replace.
-        own = sock.fileno()
-        os.closerange(3, own)
-        os.closerange(own + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-        _interpreter_defaults(config)
-        _prove_the_drop(config)
-        # The children's first calls of these, made here: a first call sets up what later ones
-        # reuse (ctypes looks the function up, json its decoder), each child would pay for it.
-        _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
-        json.loads('{"memory_mb": 1}')
-        _handed_limits(b"1.0 1")
-        for name in preload:
-            try:
-                __import__(name)
-            except Exception:
-                pass  # a missing optional module only costs the snippet its own import
-        # Hand the heap's free pages back (compiling the guest modules from source left about
-        # 1.8 MiB of them in the light zygote): a fork copies, and an exit tears down, a page
-        # table entry for each page still mapped.
-        _libc.malloc_trim(0)
-        gc.freeze()  # children then leave the objects' pages shared (no GC writes)
-        sock.send(b"ready")
-        while True:
-            message, fds, _, _ = socket.recv_fds(sock, 16, 4)
-            if not message:
-                os._exit(0)
-            pid = os.fork()
-            if pid == 0:
-                _child(*fds, config)
-            for fd in fds:
-                os.close(fd)
-            sock.send(b"%d" % pid)
-            _, status, usage = os.wait4(pid, 0)
-            cpu = usage.ru_utime + usage.ru_stime
-            sock.send(b"%d %r %d" % (status, cpu, usage.ru_maxrss))
-    finally:
-        os._exit(1)
 
 
 class _Child:
@@ -536,7 +309,7 @@ class _Child:
     def hand_over(self, limits):
         """Give the child its limits: it runs the snippet already spliced into its memfd."""
         try:
-            _write_all(_hand_over_text(limits), self.go_w)
+            _write_all(zygote.hand_over_text(limits), self.go_w)
         except BrokenPipeError:  # it died in its set-up: say why
             os.set_blocking(self.err_r, False)
             try:
@@ -962,13 +735,6 @@ class _ChildExits:
             pass
 
 
-def _restore_signals():
-    """A snippet starts with the signal dispositions of ``python -c``."""
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 def _serve_one(header, child, config, counters):
     _receive_body(child.body_fd, int(header["size"]))
     uid = int(config["uid"])
@@ -979,7 +745,7 @@ def _serve_one(header, child, config, counters):
     poller = select.poll()
     for fd in (child.out_r, child.err_r, child.exit_fd):
         poller.register(fd, select.POLLIN)
-    _report[0:2] = b"\0\0"
+    _clear_report()
     oom_before = counters.oom_kills()
     ticks_at_start = _cpu_ticks([pid])  # the child's own set-up (it is alone: proven clean)
     started = time.monotonic()
@@ -1047,6 +813,7 @@ def _serve_one(header, child, config, counters):
         installed = True
     if header.get("fetch"):
         fetched = _fetch_files(header["fetch"], int(header["fetch_cap"]), run, uid, config)
+    report = _report()
     run.queue(
         frame(
             RESULT,
@@ -1054,8 +821,8 @@ def _serve_one(header, child, config, counters):
                 {
                     "exit_code": exit_code,
                     "killed_for": killed_for,
-                    "started": _report[0] == REPORT_STARTED,
-                    "memory_error": _report[1] == REPORT_MEMORY_ERROR,
+                    "started": report[0] == REPORT_STARTED,
+                    "memory_error": report[1] == REPORT_MEMORY_ERROR,
                     "oom_killed": oom_before is not None and (oom_after or 0) > oom_before,
                     "duration_ms": round(duration_ms, 2),
                     "cpu_ms": round(cpu_seconds * 1000, 1),
@@ -1084,7 +851,8 @@ def _install_program(name, uid, gid):
     os.setegid(gid)
     os.seteuid(uid)
     try:
-        source = os.open(os.path.join(RUN_DIR, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        path = os.path.join(zygote.RUN_DIR, name)
+        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     finally:
         os.seteuid(0)
         os.setegid(0)
@@ -1118,7 +886,7 @@ def _fetch_files(names, cap, run, uid, config):
         for name in names:
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             try:
-                fd = os.open(os.path.join(RUN_DIR, name), flags)
+                fd = os.open(os.path.join(zygote.RUN_DIR, name), flags)
             except OSError:
                 sizes[name] = None
                 continue
@@ -1239,10 +1007,10 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
 
     ``alone``: the run already proved that the snippet left no process but zombies."""
     found = []
-    for zygote in zygotes:
+    for parent in zygotes:
         try:  # looked at before any reaping, which would take a dead zygote away
             flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-            if os.waitid(os.P_PID, zygote.pid, flags) is not None:
+            if os.waitid(os.P_PID, parent.pid, flags) is not None:
                 found.append("a zygote died")
         except ChildProcessError:
             found.append("a zygote is gone")
@@ -1251,7 +1019,7 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
     else:
         if not _kill_all(uid):
             found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
-        others = set(_processes()) - {zygote.pid for zygote in zygotes}
+        others = set(_processes()) - {parent.pid for parent in zygotes}
         if others:
             found.append(f"unexpected processes: {sorted(others)}")
     try:
@@ -1264,13 +1032,13 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
     if counters.sysv_objects_left():
         found.append("System V IPC objects left")
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
-    expected = {0, 1, 2, *(zygote.sock.fileno() for zygote in zygotes), *counters.fds}
+    expected = {0, 1, 2, _report_fd, *(parent.sock.fileno() for parent in zygotes), *counters.fds}
     if not expected <= set(fds) or len(fds) > len(expected) + 1:  # + the one listdir used
         found.append(f"supervisor descriptors leaked: {fds}")
     for name, buffer in (("buffer", _buffer), ("pending", _pending)):
         buffer[: _dirty[name]] = bytes(_dirty[name])
         _dirty[name] = 0
-    _report[0:2] = b"\0\0"
+    _clear_report()
     return found
 
 
@@ -1292,7 +1060,7 @@ def _skip(count):
 
 
 def _late_zygote(config, baseline):
-    """The heavy zygote, forked once the container served snippets (proven clean since the
+    """The heavy zygote, started once the container served snippets (proven clean since the
     last): what it holds, memory and its socket pair, is added to the clean-up's baseline."""
     counters = baseline.counters
     memory, sockets = counters.memory_charged(), counters.socket_counts()
@@ -1308,7 +1076,7 @@ def _late_zygote(config, baseline):
 
 def _become_reaper():
     """PID 1 reaps every orphan by itself; anywhere else, ask to be the subreaper."""
-    if os.getpid() != 1 and _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if os.getpid() != 1 and zygote.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "not PID 1 and cannot become the subreaper")
 
 
@@ -1316,7 +1084,7 @@ def main(config):
     _become_reaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 then ignores every signal it can
     uid, gid = int(config["uid"]), int(config["gid"])
-    light = _Zygote(config)  # before anything else is open: it inherits nothing of later runs
+    light = _Zygote(config)  # a program of its own: it inherits its socket and the report page only
     # The heavy zygote now, or at the first snippet that needs it (see backends/supervised.py:
     # Preload): importing sympy and numpy is most of a container's start-up.
     heavy_zygote = _Zygote(config, heavy=True) if config.get("preload_at_start", True) else None
@@ -1356,7 +1124,7 @@ def main(config):
             # A batch goes on after a run that ended by itself, alone, within its memory
             # (what the host would continue after), once the clean-up proves the container
             # clean: the same proof as between two requests, without the round trip.
-            if alone and _report[1] != REPORT_MEMORY_ERROR:
+            if alone and _report()[1] != REPORT_MEMORY_ERROR:
                 problems = _problems(uid, gid, zygotes, counters, alone, baseline)
                 if not problems:
                     try:
