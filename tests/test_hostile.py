@@ -92,14 +92,17 @@ class SandboxProcess:
     container: str | None  # full container id from the cgroup path (cgroup v1: /docker/<id>)
 
 
-# The one part of a supervisor's command line that differs between containers of one service:
-# whether the heavy zygote imports at start (once a snippet has needed it) or on demand.
+# The parts of an idle child's command line (its zygote's) that differ between containers of
+# one service: whether the heavy zygote imports at start (once a snippet has needed it) or on
+# demand, and which zygote forked it (light or heavy, each with its own descriptors).
 PRELOAD_FLAG = re.compile(rb'"preload_at_start": (?:true|false), ')
+ZYGOTE_PART = re.compile(rb'"zygote": \{[^}]*\}')
 
 
 def idle_kind(cmdline: bytes) -> bytes:
-    """What tells an idle sandbox process from any other: its command line, less the flag."""
-    return PRELOAD_FLAG.sub(b"", cmdline)
+    """What tells an idle sandbox process from any other: its command line, less the flag and
+    the zygote's own part."""
+    return ZYGOTE_PART.sub(b"", PRELOAD_FLAG.sub(b"", cmdline))
 
 
 def sandbox_processes(uid: int) -> list[SandboxProcess]:

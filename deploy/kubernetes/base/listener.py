@@ -111,6 +111,7 @@ def install(modules, program):
     ``session`` for a session's interpreter)."""
     package = types.ModuleType("boxed_guest")
     package.__path__ = []
+    package.sources = modules  # the supervisor starts its zygotes with some of them
     sys.modules["boxed_guest"] = package
     for name, source in modules.items():
         module = types.ModuleType(f"boxed_guest.{name}")
