@@ -1054,6 +1054,11 @@ async def flood(url: str, engine: Engine, instance: str, row: dict[str, Any]) ->
                 ready = (await client.get(f"{url}/readyz")).json()
                 samples_running.append(ready["running"])
                 samples_admitted.append(ready["running"] + ready["queued"])
+                await asyncio.sleep(0.05)
+
+        async def count_containers() -> None:
+            # apart from the service's figures: the engine may answer in seconds under load
+            while not stop.is_set():
                 ps = await asyncio.create_subprocess_exec(
                     *engine.docker,
                     "ps",
@@ -1081,12 +1086,12 @@ async def flood(url: str, engine: Engine, instance: str, row: dict[str, Any]) ->
                 refusals += 1
                 await asyncio.sleep(float(r.headers["retry-after"]))
 
-        sampler = asyncio.create_task(sample())
+        samplers = [asyncio.create_task(sample()), asyncio.create_task(count_containers())]
         answers, (benign_data, benign_s, benign_refusals) = await asyncio.gather(
             asyncio.gather(*(hostile() for _ in range(row["concurrency"]))), benign()
         )
         stop.set()
-        await sampler
+        await asyncio.gather(*samplers)
     return {
         "answers": answers,
         "benign": benign_data,
