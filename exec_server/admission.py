@@ -19,6 +19,8 @@ from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from scorer.outcome import FailureCode
+
 from . import metrics
 
 TENANT_HEADER = "x-boxed-tenant"
@@ -30,6 +32,8 @@ current_tenant: ContextVar[str] = ContextVar("boxed_tenant", default="")
 
 class Overloaded(Exception):
     """No slot now: the caller should retry after a pause (HTTP 429 with Retry-After)."""
+
+    code = FailureCode.OVERLOADED
 
 
 class Admission:

@@ -13,6 +13,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from scorer.outcome import FailureCode
+
 from . import languages, metrics
 from .admission import Admission, Overloaded
 from .backends import SandboxBackend, create_backend
@@ -354,7 +356,9 @@ class Executor:
 
     def check_available(self) -> None:
         if not self.health.ok:
-            raise ServiceUnavailable(self.health.problem or "sandbox backend unavailable")
+            raise ServiceUnavailable(
+                self.health.problem or "sandbox backend unavailable", FailureCode.ENGINE_UNAVAILABLE
+            )
 
     async def execute(self, req: ExecuteRequest, request_id: str) -> ExecuteResponse:
         limits = resolve_limits(req, self.settings)

@@ -49,7 +49,12 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send) -> None:
         body = json.dumps(
-            {"detail": f"request body exceeds the maximum of {self.max_bytes} bytes", "errors": []}
+            {
+                "detail": f"request body exceeds the maximum of {self.max_bytes} bytes",
+                "errors": [],
+                "outcome": None,
+                "failure": None,
+            }
         ).encode()
         await send(
             {

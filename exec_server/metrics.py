@@ -34,6 +34,9 @@ CPU_SECONDS = Histogram(
     "boxed_cpu_seconds", "CPU time a snippet's processes used.", buckets=_LATENCY_BUCKETS
 )
 SANDBOX_ERRORS = Counter("boxed_sandbox_errors_total", "Infrastructure failures while running.")
+SANDBOX_RETRIES = Counter(
+    "boxed_sandbox_retries_total", "Runs tried again on a fresh sandbox after theirs was lost."
+)
 BACKEND_UP = Gauge("boxed_backend_up", "1 when the backend's engine answers.", ["backend"])
 SESSIONS_OPEN = Gauge("boxed_sessions_open", "Sessions open now (each holds its sandbox).")
 SESSIONS_CREATED = Counter("boxed_sessions_created_total", "Sessions created.")

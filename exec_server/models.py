@@ -15,6 +15,7 @@ from pydantic_core import PydanticCustomError
 
 # The scorer owns the graded row; the HTTP layer re-exports it (one home, one line to change).
 from scorer.api import ScoreBatchResponse
+from scorer.outcome import FailureCode, OutcomeKind
 from scorer.row import GradedRow as ScoreRow
 
 from .languages import SPELLINGS as LANGUAGES
@@ -99,7 +100,29 @@ class CompileResult(BaseModel):
     reason: str | None = None
 
 
-class ExecuteResponse(BaseModel):
+class FailureInfo(BaseModel):
+    """Why an answer is not the code's verdict (docs/failures.md lists every code)."""
+
+    code: FailureCode
+    retryable: bool = Field(description="The same request sent again may succeed.")
+
+
+OUTCOME_DOC = (
+    "Whose result this is: 'code' (a reward may be paid from it), 'infrastructure' or "
+    "'grader' (no reward: mask the sample)."
+)
+
+
+class Attributed(BaseModel):
+    """An answer that can feed a reward: whose result it is (docs/failures.md)."""
+
+    outcome: OutcomeKind = Field(default=OutcomeKind.CODE, description=OUTCOME_DOC)
+    failure: FailureInfo | None = Field(
+        default=None, description="Why it is not the code's verdict; null when it is."
+    )
+
+
+class ExecuteResponse(Attributed):
     """What the code did. ``output``/``error`` mirror stdout/stderr for callers of the
     server this one replaces."""
 
@@ -208,6 +231,12 @@ class ErrorResponse(BaseModel):
     errors: list[FieldError] = Field(
         default_factory=list, description="Each problem of the body; empty for other errors."
     )
+    outcome: OutcomeKind | None = Field(
+        default=None, description=OUTCOME_DOC + " Null for the caller's own mistake (4xx)."
+    )
+    failure: FailureInfo | None = Field(
+        default=None, description="Why: the failure code and whether a retry may succeed."
+    )
 
 
 class ExecuteBatchRequest(BaseModel):
@@ -226,6 +255,8 @@ class ItemError(BaseModel):
     status_code: int = Field(description="The HTTP status this item would have had alone.")
     detail: str
     errors: list[FieldError] = Field(default_factory=list)
+    outcome: OutcomeKind | None = Field(default=None, description=OUTCOME_DOC)
+    failure: FailureInfo | None = None
 
 
 class ExecuteBatchItemError(BaseModel):
@@ -260,7 +291,7 @@ class RunResult(BaseModel):
     stderr: str
 
 
-class RunCodeResponse(BaseModel):
+class RunCodeResponse(Attributed):
     status: Literal["Success", "Failed", "SandboxError"]
     message: str
     compile_result: RunResult | None = None
@@ -386,7 +417,7 @@ class JudgeTestResult(BaseModel):
     files: dict[str, str] = Field(default_factory=dict, description="fetch_files found (base64).")
 
 
-class JudgeResponse(BaseModel):
+class JudgeResponse(Attributed):
     verdict: str = Field(
         description="accepted, or the first failing test's status, or compile_error."
     )

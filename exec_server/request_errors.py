@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from scorer.outcome import FailureCode
+
 
 class RequestError(Exception):
     """The caller asked for something invalid (HTTP 4xx)."""
@@ -13,4 +15,9 @@ class RequestError(Exception):
 
 
 class ServiceUnavailable(Exception):
-    """The service cannot run code right now (HTTP 503 with Retry-After)."""
+    """The service cannot run code right now (HTTP 503 with Retry-After); ``code`` says why,
+    for the answer's ``failure`` (docs/failures.md)."""
+
+    def __init__(self, detail: str, code: FailureCode = FailureCode.SANDBOX_UNAVAILABLE) -> None:
+        super().__init__(detail)
+        self.code = code

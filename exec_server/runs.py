@@ -5,14 +5,23 @@ Its compile step installs the program in the sandbox (see ``guest/supervisor.py`
 is a fresh child, and the sandbox proves itself clean (``settle``) before the next one. A run
 that leaves the sandbox unfit to continue (a limit killed it) retires that sandbox; the next run
 gets another and compiles the program there again, so every run starts from the same state.
+
+A sandbox lost under a run (killed from outside, its supervisor gone) is not the code's verdict:
+the run is tried once more on a fresh sandbox. Lost again under the same code, the verdict is
+the code's (``error``, its reason says the sandbox was lost twice): code that reliably takes its
+sandbox down must not escape its reward as an infrastructure failure. A failure with no code in
+flight (no sandbox to be had) is the infrastructure's: ``ServiceUnavailable``.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from scorer.outcome import FailureCode
 
 from . import metrics
 from .backends import SandboxError
@@ -33,6 +42,16 @@ from .verdict import (
 log = logging.getLogger("boxed.runs")
 COMPILE_ATTEMPTS = 3  # sandboxes that may fail to settle after the compile step, in a row
 NO_OP = ("/bin/true",)  # a run that only ends the request's hold on the sandbox
+RETRY_MARGIN = 5.0  # seconds a lost run's retry may take beyond its own wall limit
+
+
+class SandboxLost(Exception):
+    """The sandbox failed under a run: its outcome is unknown. ``code_ran``: the code had
+    started (else the sandbox's set-up for it failed, which the code cannot have caused)."""
+
+    def __init__(self, detail: str, code_ran: bool = True) -> None:
+        super().__init__(detail)
+        self.code_ran = code_ran
 
 
 @dataclass(frozen=True)
@@ -53,6 +72,23 @@ class CompileFailed(Exception):
 
 def compile_failed(result: SnippetResult) -> bool:
     return result.status is not Status.OK
+
+
+def lost_twice(first: SandboxLost, second: SandboxLost) -> SnippetResult:
+    """The code's verdict when its sandbox was lost under it twice in a row."""
+    return SnippetResult(
+        status=Status.ERROR,
+        exit_code=None,
+        limit=None,
+        reason=f"the sandbox was lost twice under this code ({first}; then {second})",
+        stdout=b"",
+        stderr=b"",
+        truncated_stdout=False,
+        truncated_stderr=False,
+        duration_ms=0.0,
+        cpu_ms=None,
+        max_rss_kb=None,
+    )
 
 
 class Runs:
@@ -107,7 +143,9 @@ class Runs:
                 sandbox = await self.pool.acquire(self.sandbox_wait)
             except TimeoutError:
                 reason = self.pool.last_error or "no sandbox became ready in time"
-                raise ServiceUnavailable(f"no sandbox available: {reason}") from None
+                raise ServiceUnavailable(
+                    f"no sandbox available: {reason}", FailureCode.SANDBOX_UNAVAILABLE
+                ) from None
             self.sandbox = sandbox
             self.running_ids.add(sandbox.id)
             self.compiled = False
@@ -130,7 +168,38 @@ class Runs:
         in one batch; their results, in order, up to the first after which the sandbox cannot
         go on (it is given back then: later runs get another sandbox). ``program``: the jobs
         run the compiled program, installed first in the sandbox they get (a sandbox that
-        failed to settle is replaced by one without it)."""
+        failed to settle is replaced by one without it).
+
+        A sandbox lost under them is replaced and the jobs run again, once, while the wall
+        limit still fits the request's time; lost again with the code running both times and
+        the engine healthy, a lone job's verdict is ``error`` (the module docstring says why)
+        and a batch's jobs go on one at a time. Otherwise the loss is the infrastructure's."""
+        started = time.monotonic()
+        try:
+            return await self._attempt(jobs, program)
+        except SandboxLost as exc:
+            first = exc
+        wall = max(job.limits.wall_seconds for job in jobs)
+        if time.monotonic() - started > wall + RETRY_MARGIN:
+            raise ServiceUnavailable(str(first), FailureCode.SANDBOX_LOST) from first
+        log.warning("sandbox lost under a run, trying it once more on a fresh one: %s", first)
+        metrics.SANDBOX_RETRIES.inc()
+        try:
+            return await self._attempt(jobs, program)
+        except SandboxLost as exc:
+            second = exc
+        health = await self.pool.backend.health()
+        if not (first.code_ran and second.code_ran) or not health.up or health.problem:
+            why = f"the sandbox was lost twice ({first}; then {second})"
+            raise ServiceUnavailable(why, FailureCode.SANDBOX_LOST) from second
+        if len(jobs) > 1:
+            log.warning("sandbox lost twice under a batch: its runs go on one at a time")
+            return [result for job in jobs for result in await self._jobs([job], program)]
+        log.warning("sandbox lost twice under the same code: the code's verdict is error")
+        return [lost_twice(first, second)]
+
+    async def _attempt(self, jobs: list[Job], program: bool) -> list[SnippetResult]:
+        """One try of ``_jobs``; ``SandboxLost`` when the sandbox failed under them."""
         for attempt in itertools.count():
             if program and (self.sandbox is None or not self.compiled):
                 if attempt == COMPILE_ATTEMPTS:
@@ -160,12 +229,12 @@ class Runs:
         except (SandboxError, NotAVerdict) as exc:
             metrics.SANDBOX_ERRORS.inc()
             self._give_back(None)
-            raise ServiceUnavailable(str(exc)) from exc
+            raise SandboxLost(str(exc), code_ran=not isinstance(exc, NotAVerdict)) from exc
         except Exception as exc:  # anything else from the backend is still not a verdict
             log.exception("unexpected sandbox failure")
             metrics.SANDBOX_ERRORS.inc()
             self._give_back(None)
-            raise ServiceUnavailable(f"sandbox failure: {exc!r}") from exc
+            raise SandboxLost(f"sandbox failure: {exc!r}") from exc
         return results
 
     # -- the request's steps -----------------------------------------------------------------
@@ -257,9 +326,10 @@ class Runs:
         if self.sandbox is None:
             return
         if self.holding and self.pool.backend.reuses_sandboxes:
-            try:
-                await self._job(Job(code="", stdin="", limits=self.last_limits(), argv=NO_OP))
-            except ServiceUnavailable:
+            try:  # once: a lost sandbox has nothing left to drop
+                no_op = Job(code="", stdin="", limits=self.last_limits(), argv=NO_OP)
+                await self._attempt([no_op], program=False)
+            except (ServiceUnavailable, SandboxLost):
                 return  # the sandbox is already given back (and removed)
         self._give_back(self.last)
 

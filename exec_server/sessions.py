@@ -22,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from scorer.outcome import Failure, FailureCode
+
 from . import metrics
 from .admission import Admission, Overloaded
 from .backends.base import (
@@ -51,7 +53,13 @@ class SessionBusy(Exception):
 
 
 class SessionGone(Exception):
-    """The session is lost or expired: 410 with the reason."""
+    """The session is lost or expired: 410 with the reason. ``failure`` says whose doing it
+    was: ``session_lost`` (its sandbox failed), ``session_expired``, or ``None`` when the
+    session's own code ended it (``sys.exit``, a limit: the code's verdict was answered)."""
+
+    def __init__(self, detail: str, failure: Failure | None) -> None:
+        super().__init__(detail)
+        self.failure = failure
 
 
 @dataclass(frozen=True)
@@ -173,7 +181,8 @@ class SessionManager:
         self.health = health
         self._open: dict[str, _Session] = {}
         self._creating = 0
-        self._gone: OrderedDict[str, str] = OrderedDict()  # id -> why (lost or expired)
+        # id -> (why, whose failure) of lost and expired sessions
+        self._gone: OrderedDict[str, tuple[str, Failure | None]] = OrderedDict()
         self._removing: dict[str, SessionSandbox] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -194,16 +203,19 @@ class SessionManager:
         if session is not None:
             return session
         if session_id in self._gone:
-            raise SessionGone(f"session {session_id} {self._gone[session_id]}")
+            why, failure = self._gone[session_id]
+            raise SessionGone(f"session {session_id} {why}", failure)
         raise SessionNotFound(f"no session {session_id!r} (never made, or deleted)")
 
-    def _forget(self, session: _Session, why: str | None) -> asyncio.Task[None] | None:
-        """Close ``session`` now (``why``: remembered for 410 answers) and remove its sandbox
-        in the background; the removal's task."""
+    def _forget(
+        self, session: _Session, why: str | None, failure: Failure | None = None
+    ) -> asyncio.Task[None] | None:
+        """Close ``session`` now (``why`` and ``failure``: remembered for 410 answers) and
+        remove its sandbox in the background; the removal's task."""
         if self._open.pop(session.id, None) is None:
             return None
         if why is not None:
-            self._gone[session.id] = why
+            self._gone[session.id] = (why, failure)
             while len(self._gone) > GONE_KEPT:
                 self._gone.popitem(last=False)
         self._count()
@@ -233,7 +245,9 @@ class SessionManager:
             raise Overloaded(f"{self.settings.max_sessions} sessions open: the maximum")
         health = self.health()
         if not health.ok:
-            raise ServiceUnavailable(health.problem or "sandbox backend unavailable")
+            raise ServiceUnavailable(
+                health.problem or "sandbox backend unavailable", FailureCode.ENGINE_UNAVAILABLE
+            )
         cpus = self.settings.cpus
         spec = SessionSpec(memory_mb=limits.memory_mb, cpu_budget=limits.max_lifetime * cpus)
         self._creating += 1
@@ -300,7 +314,7 @@ class SessionManager:
     def _expire(self, session: _Session, why: str) -> None:
         metrics.SESSIONS_EXPIRED.labels("lifetime" if "lifetime" in why else "idle").inc()
         log.info("session %s expired: %s", session.id, why)
-        self._forget(session, f"expired: {why}")
+        self._forget(session, f"expired: {why}", Failure.of(FailureCode.SESSION_EXPIRED))
 
     async def _call(
         self, session: _Session, req: ExecuteRequest, request_id: str
@@ -324,12 +338,20 @@ class SessionManager:
             try:
                 result = decide(await session.sandbox.run(job), limits)
             except (SandboxError, NotAVerdict) as exc:
+                # Never retried: the interpreter's state is gone with its sandbox. The call and
+                # every later one answer 410 session_lost (infrastructure: no reward).
                 metrics.SANDBOX_ERRORS.inc()
-                self._lose(session, f"its sandbox failed: {exc}", "sandbox_error")
-                raise ServiceUnavailable(f"the session's sandbox failed: {exc}") from exc
+                why = f"its sandbox failed: {exc}"
+                self._lose(session, why, "sandbox_error", Failure.of(FailureCode.SESSION_LOST))
+                self._find(session.id)  # raises SessionGone
             finally:
                 if result is None and session.id in self._open:  # cancelled mid-call
-                    self._lose(session, "a call was abandoned while it ran", "abandoned")
+                    self._lose(
+                        session,
+                        "a call was abandoned while it ran",
+                        "abandoned",
+                        Failure.of(FailureCode.SESSION_LOST),
+                    )
         now = time.monotonic()
         session.calls += 1
         session.last_used = now
@@ -347,12 +369,19 @@ class SessionManager:
             session_lost=lost,
         )
 
-    def _lose(self, session: _Session, why: str, status: str) -> None:
+    def _lose(
+        self, session: _Session, why: str, status: str, failure: Failure | None = None
+    ) -> None:
+        """Lose ``session``: by its code's own act (``failure`` None, logged at INFO like any
+        verdict) or through the infrastructure (a WARNING with the cause)."""
         if session.id not in self._open:
             return
         metrics.SESSIONS_LOST.labels(status).inc()
-        log.info("session %s lost: %s", session.id, why)
-        self._forget(session, f"is lost: {why}")
+        if failure is None:
+            log.info("session %s lost: %s", session.id, why)
+        else:
+            log.warning("session %s lost (%s): %s", session.id, failure.code, why)
+        self._forget(session, f"is lost: {why}", failure)
 
     # -- upkeep --------------------------------------------------------------------------
     def expire_due(self) -> int:
@@ -377,6 +406,7 @@ class SessionManager:
 
     async def close_all(self) -> None:
         """Remove every session (service stop) and wait until their sandboxes are gone."""
+        stopped = Failure.of(FailureCode.SESSION_LOST)
         for session in list(self._open.values()):
-            self._forget(session, "expired: the service stopped")
+            self._forget(session, "is lost: the service stopped", stopped)
         await self.drain()

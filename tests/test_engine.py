@@ -302,17 +302,78 @@ def test_executor_answers_the_backends_observation_through_the_verdict_rule() ->
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize(
-    "behaviour",
-    [
-        lambda job: (_ for _ in ()).throw(SandboxError("engine lost")),
-        lambda job: observed(started=False),
-    ],
-    ids=["sandbox-error", "never-started"],
-)
-def test_infrastructure_failures_are_503s_never_verdicts(behaviour) -> None:  # type: ignore[no-untyped-def]
+def _lost_first(times: int):  # type: ignore[no-untyped-def]
+    """A behaviour whose sandbox is lost under the first ``times`` runs, then runs normally."""
+    calls = iter(range(1_000))
+
+    def behave(job):  # type: ignore[no-untyped-def]
+        if next(calls) < times:
+            raise SandboxError("the supervisor exited: killed from outside")
+        return observed(stdout=b"ran")
+
+    return behave
+
+
+def test_a_sandbox_lost_under_a_run_is_retried_once_on_a_fresh_one() -> None:
     async def scenario() -> None:
-        backend = FakeBackend(behaviour)
+        backend = FakeBackend(_lost_first(1))
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            answer = await executor.execute(ExecuteRequest(code="x"), "r")
+        finally:
+            await executor.stop()
+        assert (answer.status, answer.stdout, answer.outcome) == ("ok", "ran", "code")
+        assert len(backend.jobs) == 2 and backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+def test_code_that_loses_its_sandbox_twice_gets_the_codes_verdict_error() -> None:
+    """Otherwise code that takes its sandbox down would escape its reward as a mask."""
+
+    async def scenario() -> None:
+        backend = FakeBackend(_lost_first(2))
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            answer = await executor.execute(ExecuteRequest(code="x"), "r")
+        finally:
+            await executor.stop()
+        assert (answer.status, answer.outcome, answer.failure) == ("error", "code", None)
+        assert answer.reason is not None and "lost twice" in answer.reason
+        assert len(backend.jobs) == 2 and backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_set_up_that_fails_twice_is_the_infrastructures_never_a_verdict() -> None:
+    """The child died before the code ran: nothing the code did; a 503, retried once first."""
+
+    async def scenario() -> None:
+        backend = FakeBackend(lambda job: observed(started=False))
+        executor = _executor(backend)
+        await executor.start()
+        try:
+            with pytest.raises(ServiceUnavailable) as raised:
+                await executor.execute(ExecuteRequest(code="x"), "r")
+        finally:
+            await executor.stop()
+        assert raised.value.code == "sandbox_lost" and len(backend.jobs) == 2
+        assert backend.sandboxes == {}
+
+    asyncio.run(scenario())
+
+
+def test_losses_while_the_engine_is_down_are_the_infrastructures() -> None:
+    async def scenario() -> None:
+        backend = FakeBackend()
+
+        def lose(job):  # type: ignore[no-untyped-def]
+            backend.up = False  # the engine went down under the run
+            raise SandboxError("engine lost")
+
+        backend.behaviour = lose
         executor = _executor(backend)
         await executor.start()
         try:
@@ -320,7 +381,6 @@ def test_infrastructure_failures_are_503s_never_verdicts(behaviour) -> None:  # 
                 await executor.execute(ExecuteRequest(code="x"), "r")
         finally:
             await executor.stop()
-        assert backend.sandboxes == {}
 
     asyncio.run(scenario())
 

@@ -47,9 +47,14 @@ def app() -> Iterator[tuple[TestClient, FakeExecutor]]:
 
 
 def assert_error_shape(r: httpx.Response) -> dict[str, Any]:
-    """Every error answer: a one-line human ``detail`` and the ``errors`` list, nothing else."""
+    """Every error answer: a one-line human ``detail``, the ``errors`` list, and whose failure
+    it is (``outcome``/``failure``: null for the caller's mistake, a code for the service's)."""
     body = r.json()
-    assert set(body) == {"detail", "errors"}, body
+    assert set(body) == {"detail", "errors", "outcome", "failure"}, body
+    if r.status_code < 500 and r.status_code not in (410, 429):
+        assert body["outcome"] is None and body["failure"] is None, body
+    else:
+        assert body["outcome"] in ("infrastructure", "code"), body
     assert isinstance(body["detail"], str) and body["detail"] and "\n" not in body["detail"]
     assert isinstance(body["errors"], list)
     for e in body["errors"]:
@@ -269,7 +274,8 @@ def test_a_batch_item_is_answered_as_the_single_request(
     first, item, last = batch.json()["results"]
     assert first["stdout"] == "a" and last["stdout"] == "b"  # the batch is never lost
     assert item["error"]["status_code"] == single.status_code
-    assert {k: item["error"][k] for k in ("detail", "errors")} == assert_error_shape(single)
+    fields = ("detail", "errors", "outcome", "failure")
+    assert {k: item["error"][k] for k in fields} == assert_error_shape(single)
 
 
 def test_a_validation_error_of_an_item_is_the_single_request_one(

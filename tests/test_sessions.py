@@ -151,15 +151,21 @@ def test_a_call_that_ends_the_interpreter_loses_the_session(
     assert metric("boxed_sessions_lost_total", status=status) == lost_before + 1
 
 
-def test_a_call_the_sandbox_failed_is_503_and_the_session_is_lost() -> None:
+def test_a_call_the_sandbox_failed_is_410_session_lost_never_retried() -> None:
+    """The interpreter's state went with its sandbox: the call is never retried (a fresh
+    interpreter would answer for state it never had) and answers the infrastructure's failure
+    code, as every later call does; a 503 would invite a retry of a session that is gone."""
+    lost = {"outcome": "infrastructure", "failure": {"code": "session_lost", "retryable": False}}
     with service() as (client, fake, _):
         sid = client.post("/sessions").json()["session_id"]
         (sandbox_id,) = sessions_alive(fake)
         fake.sandboxes[sandbox_id].alive = False  # removed from outside
         answer = client.post(f"/sessions/{sid}/execute", json={"code": "1"})
-        assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
         later = client.post(f"/sessions/{sid}/execute", json={"code": "1"})
-        assert later.status_code == 410 and "its sandbox failed" in later.json()["detail"]
+        for a in (answer, later):
+            assert a.status_code == 410 and "its sandbox failed" in a.json()["detail"]
+            assert {k: a.json()[k] for k in lost} == lost
+        assert len(fake.jobs) == 0  # never run again on a fresh interpreter
 
 
 class Gate:

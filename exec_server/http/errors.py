@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
 from scorer.api import ScoreInputError
+from scorer.outcome import Failure, FailureCode, outcome_fields
 
 from .. import metrics
 from ..admission import Overloaded
@@ -40,6 +41,15 @@ class InvalidInput(Exception):
         super().__init__(self.detail)
 
 
+class RetryAtGateway(Exception):
+    """``/run_code``'s answer to a retryable infrastructure failure: 504 with Retry-After, the
+    one status verl's SandboxFusion client retries (it scores any other as a failed test)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 @dataclass(frozen=True)
 class Problem:
     """An error answer: the status and the body of :class:`~exec_server.models.ErrorResponse`."""
@@ -48,12 +58,23 @@ class Problem:
     detail: str
     errors: list[FieldError] = field(default_factory=list)
     headers: Mapping[str, str] = field(default_factory=dict)
+    failure: Failure | None = None  # not the caller's mistake: whose failure it is
+    attributed: bool = False  # outcome and failure are set (else: the caller's mistake)
+
+    def attribution(self) -> dict[str, Any]:
+        """``outcome`` and ``failure`` (both null for a caller's mistake, which is no result)."""
+        if not self.attributed:
+            return {"outcome": None, "failure": None}
+        return outcome_fields(self.failure)
 
     def body(self) -> dict[str, Any]:
-        return {"detail": self.detail, "errors": [e.model_dump() for e in self.errors]}
+        errors = [e.model_dump() for e in self.errors]
+        return {"detail": self.detail, "errors": errors, **self.attribution()}
 
     def as_item(self) -> ItemError:
-        return ItemError(status_code=self.status, detail=self.detail, errors=self.errors)
+        return ItemError(
+            status_code=self.status, detail=self.detail, errors=self.errors, **self.attribution()
+        )
 
 
 STATUS: dict[type[Exception], int | None] = {
@@ -66,10 +87,11 @@ STATUS: dict[type[Exception], int | None] = {
     SessionGone: 410,  # the session is lost or expired: the detail says why
     Overloaded: 429,  # no slot now: retry after Retry-After
     ServiceUnavailable: 503,  # the engine cannot run code now: retry after Retry-After
+    RetryAtGateway: 504,  # /run_code's 429 and 503, as verl's client retries them
 }
 """The one table: what each exception answers (``None``: the exception's ``status_code``).
 Any exception not in it is a bug, answered 500."""
-RETRY_LATER = frozenset({429, 503})
+RETRY_LATER = frozenset({429, 503, 504})
 _PREFIX = {Overloaded: "overloaded: ", ServiceUnavailable: "service unavailable: "}
 
 
@@ -80,17 +102,34 @@ def status_of(exc: Exception) -> int:
     return 500
 
 
+def failure_of(exc: Exception) -> tuple[bool, Failure | None]:
+    """Whether ``exc`` is a result at all (not the caller's mistake), and whose failure it is
+    (``None``: the code's own doing, as a session its code ended)."""
+    if isinstance(exc, SessionGone):
+        return True, exc.failure
+    code = getattr(exc, "code", None)
+    if isinstance(exc, ServiceUnavailable | Overloaded) and isinstance(code, FailureCode):
+        return True, Failure.of(code)
+    if status_of(exc) == 500:
+        return True, Failure.of(FailureCode.INTERNAL_ERROR)
+    return False, None
+
+
 def problem(exc: Exception) -> Problem:
     """The answer to ``exc``, whichever route raised it."""
+    if isinstance(exc, RetryAtGateway):
+        return replace(problem(exc.cause), status=504)
     status = status_of(exc)
+    attributed, failure = failure_of(exc)
     if status == 500:
-        return Problem(500, "internal error: the service log has the details")
+        detail = "internal error: the service log has the details"
+        return Problem(500, detail, failure=failure, attributed=True)
     if isinstance(exc, InvalidInput):
         return Problem(status, exc.detail, exc.errors)
     if isinstance(exc, HTTPException):
         return Problem(status, clean(str(exc.detail)), headers=exc.headers or {})
     prefix = next((p for cls, p in _PREFIX.items() if isinstance(exc, cls)), "")
-    return Problem(status, clean(prefix + str(exc)))
+    return Problem(status, clean(prefix + str(exc)), failure=failure, attributed=attributed)
 
 
 def validated(model: type[BaseModel], data: Any) -> Any:
@@ -185,6 +224,15 @@ def install(app: FastAPI) -> None:
                 request.headers.get("x-request-id", "-"),
                 type(exc).__name__,
                 exc,
+            )
+        elif isinstance(exc, ServiceUnavailable | RetryAtGateway):  # sessions log their own
+            log.warning(
+                "answered %d to %s %s (X-Request-ID %s): %s",
+                p.status,
+                request.method,
+                request.url.path,
+                request.headers.get("x-request-id", "-"),
+                p.detail,
             )
         headers = dict(p.headers)
         if p.status in RETRY_LATER:

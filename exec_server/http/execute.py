@@ -27,7 +27,7 @@ from ..models import (
 )
 from . import cached
 from .auth import GUARDED
-from .errors import problem, validated
+from .errors import RetryAtGateway, problem, validated
 from .json_body import JsonBodyRoute
 
 log = logging.getLogger("boxed.http")
@@ -143,15 +143,21 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
         },
     )
     rid = request_id(request)
-    result = await cached.answer(
-        request,
-        "/run_code",
-        "execute",
-        execute_req,
-        lambda: request.app.state.executor.execute(execute_req, rid),
-        cached.execute_cacheable,
-        request_id=rid,
-    )
+    try:
+        result = await cached.answer(
+            request,
+            "/run_code",
+            "execute",
+            execute_req,
+            lambda: request.app.state.executor.execute(execute_req, rid),
+            cached.execute_cacheable,
+            request_id=rid,
+        )
+    except Exception as exc:
+        failure = problem(exc).failure
+        if failure is not None and failure.retryable:
+            raise RetryAtGateway(exc) from exc
+        raise
     metrics.count_request("/run_code", result.status)
     return as_sandbox_fusion(result)
 
@@ -178,6 +184,8 @@ def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
             run_result=None,
             boxed_status=result.status,
             cached=result.cached,
+            outcome=result.outcome,
+            failure=result.failure,
         )
     run_status = "TimeLimitExceeded" if result.status == "timeout" else "Finished"
     return RunCodeResponse(
@@ -194,4 +202,6 @@ def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
         boxed_status=result.status,
         cached=result.cached,
         files=result.files,
+        outcome=result.outcome,
+        failure=result.failure,
     )
