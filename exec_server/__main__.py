@@ -6,23 +6,23 @@ Images are built from a source checkout: `python -m tools.build_image` (docs/san
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import time
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import logging
 
     import uvicorn
 
     from .app import create_app
-    from .logging_filters import uvicorn_log_config
+    from .logging_filters import LOG_DATE_FORMAT, LOG_FORMAT, uvicorn_log_config
     from .settings import Settings
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     settings = Settings(**overrides)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(levelname)s:     %(name)s %(message)s"
-    )
+    logging.Formatter.converter = time.gmtime  # the lines' timestamps are UTC ("Z")
+    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
     uvicorn.run(
         create_app(settings),
         host=settings.host,

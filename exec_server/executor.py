@@ -260,7 +260,14 @@ class Executor:
                 break
             await asyncio.sleep(0.25)
         if count_as_orphans:
-            metrics.ORPHANS_REMOVED.inc(len(seen - set(left)))
+            reaped = sorted(seen - set(left))
+            metrics.ORPHANS_REMOVED.inc(len(reaped))
+            if reaped:
+                log.warning(
+                    "reaped %d sandboxes an earlier run of this instance left: %s",
+                    len(reaped),
+                    ", ".join(s[:12] for s in reaped),
+                )
         if left:
             log.error("sandboxes of this instance still listed after removal: %s", left)
         return left
@@ -305,6 +312,7 @@ class Executor:
         for sandbox_id in doomed:
             if await removers[sandbox_id].remove(sandbox_id):
                 metrics.ORPHANS_REMOVED.inc()
+                log.warning("reaped sandbox %s: nobody owned it on two scans", sandbox_id[:12])
         return len(doomed)
 
     def readiness(self) -> dict[str, Any]:

@@ -30,11 +30,24 @@ class QuietProbes(logging.Filter):
         return not (path.partition("?")[0] in PROBE_PATHS and status < 400)
 
 
+LOG_FORMAT = "%(asctime)s.%(msecs)03dZ %(levelname)-8s %(name)s %(message)s"
+LOG_DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
+"""Every line of the service's log, its own and uvicorn's: a UTC timestamp to the millisecond
+(an outage is read against a trainer's own log), the level, the logger, the message."""
+
+
 def uvicorn_log_config() -> dict[str, Any]:
-    """uvicorn's default logging configuration, with :class:`QuietProbes` on its access log."""
+    """uvicorn's default logging configuration, with :class:`QuietProbes` on its access log
+    and the service's timestamped line format on every handler."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["quiet_probes"] = {"()": QuietProbes}
     config["loggers"]["uvicorn.access"]["filters"] = ["quiet_probes"]
+    for name, formatter in config["formatters"].items():
+        access = name == "access"
+        line = '%(client_addr)s - "%(request_line)s" %(status_code)s' if access else "%(message)s"
+        formatter["fmt"] = LOG_FORMAT.replace("%(message)s", line)
+        formatter["datefmt"] = LOG_DATE_FORMAT
+        formatter["use_colors"] = False
     return config

@@ -10,6 +10,7 @@ it turns a failing exit into ``memory_limit``, never a clean exit into anything.
 from __future__ import annotations
 
 import enum
+import signal
 from dataclasses import dataclass, field, replace
 
 from .guest.protocol import KILLED_CPU, KILLED_OUTPUT, KILLED_WALL
@@ -63,6 +64,7 @@ class Observation:
     cpu_ms: float | None = None
     max_rss_kb: int | None = None
     installed: bool = False  # a compile run's output is kept as the program of later runs
+    signal: int | None = None  # the signal that killed it, from the kernel's wait status
     files: dict[str, bytes] = field(default_factory=dict)  # the fetched files found
 
 
@@ -112,6 +114,14 @@ def _limit_and_status(obs: Observation) -> tuple[Status, Limit | None]:
     return Status.ERROR, None
 
 
+def signal_name(signum: int) -> str:
+    """``11 (SIGSEGV)``, or the bare number for a signal Python does not name."""
+    try:
+        return f"{signum} ({signal.Signals(signum).name})"
+    except ValueError:
+        return str(signum)
+
+
 def _reason(limit: Limit | None, limits: RunLimits, obs: Observation) -> str | None:
     if limit is Limit.WALL:
         return f"wall-clock limit of {limits.wall_seconds:g} s reached"
@@ -123,6 +133,8 @@ def _reason(limit: Limit | None, limits: RunLimits, obs: Observation) -> str | N
         cut = (("stdout", obs.truncated_stdout), ("stderr", obs.truncated_stderr))
         streams = [name for name, truncated in cut if truncated] or ["stdout"]
         return f"output limit of {limits.output_bytes} bytes reached on {' and '.join(streams)}"
+    if obs.signal is not None:
+        return f"killed by signal {signal_name(obs.signal)}"
     return None
 
 

@@ -55,6 +55,19 @@ def test_sys_exit_code_kept(boxed_service: str) -> None:
     assert data["exit_code"] == 1 and data["stderr"] == "bye\n"
 
 
+def test_a_death_by_signal_says_which_and_an_exit_code_cannot_forge_it(
+    boxed_service: str,
+) -> None:
+    """The signal comes from the kernel's wait status, so ``sys.exit(139)`` (the same exit
+    code a shell shows for SIGSEGV) gets no signal reason: only the real death does."""
+    died = run(boxed_service, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert (died["status"], died["exit_code"], died["outcome"]) == ("error", 139, "code")
+    assert died["reason"] == "killed by signal 11 (SIGSEGV)", died
+    assert died["error"].endswith("boxed: killed by signal 11 (SIGSEGV)"), died
+    forged = run(boxed_service, "import sys; sys.exit(139)")
+    assert (forged["status"], forged["exit_code"], forged["reason"]) == ("error", 139, None)
+
+
 def test_timeout_keeps_partial_output_and_kills_quickly(boxed_service: str) -> None:
     code = "import time\nprint('partial', flush=True)\nprint('no newline', end='')\ntime.sleep(60)"
     started = time.monotonic()

@@ -385,6 +385,7 @@ class SupervisedSandbox:
         try:
             return Observation(
                 exit_code=int(report["exit_code"]),
+                signal=None if report.get("signal") is None else int(report["signal"]),
                 killed_for=report["killed_for"],
                 started=bool(report["started"]),
                 oom_killed=bool(report["oom_killed"]),

@@ -254,10 +254,12 @@ class _Interpreter:
         well_formed = report is not None and len(report) == 2 and max(report) <= 1
         ending = killed_for is not None or exited or not well_formed
         strays = 0
+        signum = None  # set only from the kernel's wait status, never from the code's report
         if ending:
             self._end()
             _, status, usage = os.wait4(self.pid, 0)
             exit_code = os.waitstatus_to_exitcode(status)
+            signum = -exit_code if exit_code < 0 else None
             exit_code = 128 - exit_code if exit_code < 0 else exit_code
             max_rss_kb = usage.ru_maxrss
             supervisor._kill_all(self.uid)
@@ -279,6 +281,7 @@ class _Interpreter:
         oom_after = counters.oom_kills()
         return {
             "exit_code": exit_code,
+            "signal": signum,
             "killed_for": killed_for,
             "started": True,
             "memory_error": bool(well_formed and report[1]),

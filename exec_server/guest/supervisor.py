@@ -800,6 +800,7 @@ def _serve_one(header, child, config, counters):
     if run.over_cap and not killed_for:
         killed_for = KILLED_OUTPUT  # it flooded and exited before we read past the cap
     exit_code = os.waitstatus_to_exitcode(wait_status)
+    signum = -exit_code if exit_code < 0 else None  # the kernel's word: no exit code forges it
     if exit_code < 0:
         exit_code = 128 - exit_code  # as a shell reports a signal death
     counted = child_cpu + stray_ticks / CLOCK_TICKS
@@ -820,6 +821,7 @@ def _serve_one(header, child, config, counters):
             json.dumps(
                 {
                     "exit_code": exit_code,
+                    "signal": signum,
                     "killed_for": killed_for,
                     "started": report[0] == REPORT_STARTED,
                     "memory_error": report[1] == REPORT_MEMORY_ERROR,
