@@ -32,7 +32,6 @@ class FailureCode(enum.StrEnum):
     SANDBOX_LOST = "sandbox_lost"  # the sandbox died under a run (container killed, crash)
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # no sandbox could be had in time
     ENGINE_UNAVAILABLE = "engine_unavailable"  # the container engine does not answer
-    SUPERVISOR_SILENT = "supervisor_silent"  # the sandbox's supervisor did not report in time
     OVERLOADED = "overloaded"  # no slot now (429)
     SESSION_LOST = "session_lost"  # the session's sandbox is gone through no act of its code
     SESSION_EXPIRED = "session_expired"  # the session outlived its TTL or idle time
@@ -56,7 +55,6 @@ RETRYABLE: frozenset[FailureCode] = frozenset(
         FailureCode.SANDBOX_LOST,
         FailureCode.SANDBOX_UNAVAILABLE,
         FailureCode.ENGINE_UNAVAILABLE,
-        FailureCode.SUPERVISOR_SILENT,
         FailureCode.OVERLOADED,
         FailureCode.SERVICE_UNREACHABLE,
         FailureCode.GRADER_ERROR,

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib.util
+import json
 import logging
+import time
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -84,3 +86,23 @@ def test_an_overloaded_boxed_is_waited_out_by_verl_never_scored_as_a_failure(
     assert answer["status"] == "Success" and answer["run_result"]["stdout"] == "42\n", answer
     assert answer["outcome"] == "code"
     assert "Gateway Timeout (504)" in caplog.text  # verl did meet the 504 and retried
+
+
+def test_the_custom_reward_over_judge_scores_the_code_and_never_pays_for_a_failure() -> None:
+    """examples/verl_reward.py: a number only from the code's verdict; boxed unreachable past
+    the client's deadline raises (verl cannot mask one sample: the step stops loudly)."""
+    from examples.verl_reward import RewardUnavailable, compute_score
+    from exec_server.client import Client
+    from tests.service import free_port
+
+    tests = json.dumps({"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]})
+    with running_service(BOXED_POOL_SIZE="1") as service, Client(service.url) as client:
+        right = compute_score("codecontests", f"```python\n{ADD}```", tests, client=client)
+        wrong = compute_score("codecontests", "```python\nprint(3)\n```", tests, client=client)
+    assert right == {"score": 1.0, "verdict": "accepted", "outcome": "code"}
+    assert (wrong["score"], wrong["verdict"]) == (0.5, "wrong_answer")
+    nobody = Client(f"http://127.0.0.1:{free_port()}", deadline=2, max_attempts=100)
+    started = time.monotonic()
+    with nobody, pytest.raises(RewardUnavailable):
+        compute_score("codecontests", f"```python\n{ADD}```", tests, client=nobody)
+    assert time.monotonic() - started < 10
