@@ -231,9 +231,13 @@ def remove_containers_running_the_marker(engine: PrivateDocker, times: int) -> l
 @pytest.mark.runc_only(
     "finds the snippet's container by scanning host /proc and its cgroup v1 path"
 )
-@pytest.mark.parametrize("losses", [1, 2], ids=["lost-once", "lost-twice"])
+@pytest.mark.parametrize(
+    ("route", "losses"),
+    [("/execute", 1), ("/execute", 2), ("/judge", 1)],
+    ids=["lost-once", "lost-twice", "judge-test-lost-once"],
+)
 def test_container_removed_mid_run_is_retried_once(
-    engine: PrivateDocker, mode: Variant, losses: int
+    engine: PrivateDocker, mode: Variant, route: str, losses: int
 ) -> None:
     """(b) `docker rm -f` of the container running a snippet is no verdict: the run goes
     again on a fresh sandbox, and its answer is the code's own (B6-7: it used to come back as
@@ -243,14 +247,19 @@ def test_container_removed_mid_run_is_retried_once(
     service = service_on(engine, mode)
     try:
         code = f"import subprocess\nsubprocess.run(['sleep', '{LOST_MARKER}'])\nprint('survived')"
+        body = {"code": code, "timeout": 20}
+        if route == "/judge":
+            body["tests"] = [{"input": "", "expected_output": "survived\n"}]
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            (future,) = in_background(pool, service.url, code, 1, timeout=20)
+            future = pool.submit(httpx.post, f"{service.url}{route}", json=body, timeout=60)
             remove_containers_running_the_marker(engine, losses)
             answer = future.result(timeout=60)
-        assert isinstance(answer, httpx.Response) and answer.status_code == 200, answer
+        assert answer.status_code == 200, answer.text
         data = answer.json()
         assert (data["outcome"], data["failure"]) == ("code", None), data
-        if losses == 1:
+        if route == "/judge":
+            assert (data["verdict"], data["passed"]) == ("accepted", 1), data
+        elif losses == 1:
             assert (data["status"], data["stdout"]) == ("ok", "survived\n"), data
         else:
             assert data["status"] == "error" and "lost twice" in data["reason"], data
