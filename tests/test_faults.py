@@ -35,6 +35,8 @@ FAST = {
     "BOXED_SANDBOX_WAIT": "5",
 }
 SLOW_CODE = "import time\ntime.sleep({seconds})\nprint('done')"
+# every service log line starts with its UTC time to the millisecond
+TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
 
 
 @pytest.fixture(scope="module")
@@ -266,6 +268,9 @@ def test_container_removed_mid_run_is_retried_once(
         assert post(service.url, "print('next')").json()["stdout"] == "next\n"
         metrics = httpx.get(f"{service.url}/metrics").text
         assert "boxed_sandbox_retries_total 1.0" in metrics  # one retry, whatever came of it
+        warnings = [line for line in service.log.read_text().splitlines() if " WARNING " in line]
+        assert any("sandbox lost under a run" in line for line in warnings), warnings
+        assert all(TIMESTAMPED.match(line) for line in warnings), warnings
     finally:
         service.stop()
     assert engine.containers(service.instance) == []
@@ -349,8 +354,12 @@ def test_sigkill_then_restart_reaps_orphans(engine: PrivateDocker, mode: Variant
         assert left == set(), f"orphans still there after start-up: {left}"
         r = post(second.url, "print('fresh')")
         assert r.status_code == 200 and r.json()["stdout"] == "fresh\n"
+        log = second.log.read_text()
     finally:
         second.stop()
+    reaped = [line for line in log.splitlines() if "reaped" in line and "earlier run" in line]
+    assert len(reaped) == 1 and TIMESTAMPED.match(reaped[0]), log[-2000:]
+    assert " WARNING " in reaped[0] and f"reaped {len(orphans)} sandboxes" in reaped[0], reaped
     assert engine.containers(first.instance) == []
 
 
