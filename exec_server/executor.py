@@ -39,29 +39,34 @@ def resolve_limits(req: ExecuteRequest, settings: Settings) -> RunLimits:
     code_bytes = len(req.code.encode("utf-8", "surrogatepass"))
     if code_bytes > settings.max_code_bytes:
         raise RequestError(
-            413, f"code is {code_bytes} bytes; the maximum is {settings.max_code_bytes}"
+            413, f"code is {code_bytes} bytes; the maximum is {settings.max_code_bytes}", "code"
         )
     input_bytes = len(req.input.encode("utf-8", "surrogatepass"))
     if input_bytes > settings.max_input_bytes:
         raise RequestError(
-            413, f"input is {input_bytes} bytes; the maximum is {settings.max_input_bytes}"
+            413,
+            f"input is {input_bytes} bytes; the maximum is {settings.max_input_bytes}",
+            "input",
         )
     timeout = req.timeout if req.timeout is not None else settings.timeout_default
     if timeout > settings.timeout_max:
         raise RequestError(
-            422, f"timeout {timeout:g} s exceeds the maximum {settings.timeout_max:g} s"
+            422, f"timeout {timeout:g} s exceeds the maximum {settings.timeout_max:g} s", "timeout"
         )
     cpu = req.cpu_timeout if req.cpu_timeout is not None else settings.cpu_timeout_default
     cpu = timeout if cpu is None else cpu
     if cpu > settings.timeout_max:
         raise RequestError(
-            422, f"cpu_timeout {cpu:g} s exceeds the maximum {settings.timeout_max:g} s"
+            422,
+            f"cpu_timeout {cpu:g} s exceeds the maximum {settings.timeout_max:g} s",
+            "cpu_timeout",
         )
     memory = req.memory_mb if req.memory_mb is not None else settings.memory_mb_default
     if memory > settings.memory_mb_max:
-        raise RequestError(422, f"memory_mb {memory} exceeds the maximum {settings.memory_mb_max}")
+        maximum = settings.memory_mb_max
+        raise RequestError(422, f"memory_mb {memory} exceeds the maximum {maximum}", "memory_mb")
     if memory < MIN_MEMORY_MB:
-        raise RequestError(422, f"memory_mb must be at least {MIN_MEMORY_MB}")
+        raise RequestError(422, f"memory_mb must be at least {MIN_MEMORY_MB}", "memory_mb")
     return RunLimits(
         wall_seconds=timeout,
         cpu_seconds=cpu,
@@ -77,6 +82,7 @@ def resolve_compile_limits(timeout: float | None, settings: Settings) -> RunLimi
         raise RequestError(
             422,
             f"compile_timeout {seconds:g} s exceeds the maximum {settings.compile_timeout_max:g} s",
+            "compile_timeout",
         )
     return RunLimits(
         wall_seconds=seconds,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 # The scorer owns the graded row; the HTTP layer re-exports it (one home, one line to change).
@@ -79,6 +79,22 @@ class ExecuteRequest(BaseModel):
     def _one_name_per_language(cls, value: str) -> str:
         """Normalize the aliases here, so the engine only ever sees a supported name."""
         return language_name(value)
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _null_input_is_empty(cls, value: Any) -> Any:
+        """``"input": null`` is no input, as the server boxed replaces took it."""
+        return "" if value is None else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _input_or_stdin(cls, data: Any) -> Any:
+        """Both spellings at once is ambiguous: say so, rather than call one unknown."""
+        if isinstance(data, dict) and "input" in data and "stdin" in data:
+            raise PydanticCustomError(
+                "input_and_stdin", "give input or stdin (the same field), not both"
+            )
+        return data
 
 
 class Truncated(BaseModel):

@@ -6,12 +6,14 @@ from scorer.outcome import FailureCode
 
 
 class RequestError(Exception):
-    """The caller asked for something invalid (HTTP 4xx)."""
+    """The caller asked for something invalid (HTTP 4xx); ``field``: the body field it is
+    about, listed in the answer's ``errors`` as a validation error would be."""
 
-    def __init__(self, status_code: int, detail: str) -> None:
+    def __init__(self, status_code: int, detail: str, field: str | None = None) -> None:
         super().__init__(detail)
         self.status_code = status_code
         self.detail = detail
+        self.field = field
 
 
 class ServiceUnavailable(Exception):

@@ -89,9 +89,9 @@ def resolve_session_limits(req: SessionCreateRequest, settings: Settings) -> Ses
         ("max_lifetime", life, s.session_lifetime_max),
     ):
         if value > maximum:
-            raise RequestError(422, f"{name} {value:g} exceeds the maximum {maximum:g}")
+            raise RequestError(422, f"{name} {value:g} exceeds the maximum {maximum:g}", name)
     if memory < MIN_MEMORY_MB:
-        raise RequestError(422, f"memory_mb must be at least {MIN_MEMORY_MB}")
+        raise RequestError(422, f"memory_mb must be at least {MIN_MEMORY_MB}", "memory_mb")
     return SessionLimits(memory, timeout, cpu, idle, life)
 
 

@@ -126,6 +126,9 @@ def problem(exc: Exception) -> Problem:
         return Problem(500, detail, failure=failure, attributed=True)
     if isinstance(exc, InvalidInput):
         return Problem(status, exc.detail, exc.errors)
+    if isinstance(exc, RequestError) and exc.field is not None:
+        about = FieldError(loc=["body", exc.field], msg=clean(exc.detail), type="limit")
+        return Problem(status, clean(exc.detail), [about])
     if isinstance(exc, HTTPException):
         return Problem(status, clean(str(exc.detail)), headers=exc.headers or {})
     prefix = next((p for cls, p in _PREFIX.items() if isinstance(exc, cls)), "")
@@ -162,6 +165,8 @@ def field_errors(
             loc = ["body"]
             if content_type and "json" not in content_type:
                 msg += f"; it was sent with Content-Type: {clean(content_type)}"
+        elif kind == "input_and_stdin":
+            loc = [*loc, "stdin"]
         elif loc == ["body"]:
             msg = "the body is empty" if kind == "missing" else "the body must be a JSON object"
             msg += ', e.g. {"code": "print(1)"}' if model and "code" in model.model_fields else ""
@@ -184,7 +189,9 @@ def accepted_fields(model: type[BaseModel]) -> list[str]:
 def _unknown_field(name: str, model: type[BaseModel]) -> str:
     known = [*model.model_fields, *(i.alias for i in model.model_fields.values() if i.alias)]
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    # a short name the unknown one spells out (``expression`` for ``expr``) is close too
+    close = close or [k for k in known if len(k) >= 3 and name.lower().startswith(k)][:1]
+    hint = f"; did you mean {close[0]!r}?" if close else "."
     return f"unknown field{hint} Accepted fields: {', '.join(accepted_fields(model))}"
 
 

@@ -1,0 +1,56 @@
+"""Every message a person reads is exact (the second ten minutes): the body of each refusal
+names the field it is about, in the words a person needs, over the real app and engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.test_sessions import service
+
+
+def test_input_and_stdin_together_say_so() -> None:
+    with service() as (client, fake, _):
+        r = client.post("/execute", json={"code": "1", "input": "a", "stdin": "b"})
+    assert r.status_code == 422
+    assert r.json()["detail"] == "stdin: give input or stdin (the same field), not both"
+    assert r.json()["errors"][0]["loc"] == ["body", "stdin"]
+    assert fake.jobs == []
+
+
+def test_a_null_input_is_no_input_as_the_old_server_took_it() -> None:
+    with service() as (client, fake, _):
+        r = client.post("/execute", json={"code": "1", "input": None})
+    assert r.status_code == 200 and fake.jobs[0].stdin == ""
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "detail"),
+    [
+        ({"timeout": 1000}, "timeout", "timeout 1000 s exceeds the maximum 30 s"),
+        ({"cpu_timeout": 31}, "cpu_timeout", "cpu_timeout 31 s exceeds the maximum 30 s"),
+        ({"memory_mb": 10}, "memory_mb", "memory_mb must be at least 64"),
+        ({"memory_mb": 4096}, "memory_mb", "memory_mb 4096 exceeds the maximum 2048"),
+    ],
+)
+def test_a_limit_out_of_range_is_listed_under_its_field(
+    body: dict[str, Any], field: str, detail: str
+) -> None:
+    with service(timeout_max=30) as (client, fake, _):
+        r = client.post("/execute", json={"code": "1", **body})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == detail
+    assert r.json()["errors"] == [{"loc": ["body", field], "msg": detail, "type": "limit"}]
+    assert fake.jobs == []
+
+
+def test_an_unknown_field_with_no_close_match_reads_as_a_sentence() -> None:
+    with service() as (client, _, _):
+        r = client.post("/execute", json={"code": "1", "zzz": 1})
+        calc = client.post("/calculate", json={"expression": "1+1"})
+    assert r.json()["detail"].startswith("zzz: unknown field. Accepted fields: code, input")
+    assert calc.json()["detail"] == (
+        "expr: field required; expression: unknown field; did you mean 'expr'? "
+        "Accepted fields: expr"
+    )
