@@ -281,9 +281,9 @@ def main() -> None:
                     "mv_right": mv.accepted[j] == label,
                     "class": miss_class(
                         str(r["gold"]),
-                        extracted or "",
+                        extracted,
                         accepted=boxed.accepted[j],
-                        no_answer=kind == "solution" and extracted is None,
+                        solution=r["answer"] if kind == "solution" else None,
                     ),
                 }
             )

@@ -55,6 +55,7 @@ class Row:
 
 _GSM_FINAL = re.compile(r"^\s*(?:A:|####)\s*(?P<ans>.*?)\s*$", re.MULTILINE)
 _HASH_FINAL = re.compile(r"####\s*(?P<ans>.*?)\s*$", re.DOTALL)
+_DIGIT = re.compile(r"\d")
 _PRM_FINAL = re.compile(r"^# Answer\s*\n+(?P<ans>.*?)\s*$", re.DOTALL)
 
 
@@ -96,14 +97,16 @@ def convert_gsm8k_samples(lines: Iterable[str], source: str) -> Iterator[Row]:
 def convert_mr_gsm8k(docs: Iterable[str], source: str) -> Iterator[Row]:
     """dvlab-research/MR-GSM8K graded subsets (``eval_results/gpt4-grading/*.json``): GSM8K
     solutions with a human ``model_output_answer_correctness``. Program-of-thought rows (a
-    program, no answer text) are skipped; a uuid seen in several files is kept once."""
+    program, no answer text) are skipped, and so are rows whose gold has no digit (a few
+    carry a prompt fragment, "Let's think step by step.", as their gold: every GSM8K answer is
+    a number); a uuid seen in several files is kept once."""
     seen: set[str] = set()
     for doc in docs:
         for rec in json.loads(doc):
-            if rec.get("question_type") == "POT" or rec["uuid"] in seen:
+            gold = str(rec["ground_truth_answer"]).strip()
+            if rec.get("question_type") == "POT" or rec["uuid"] in seen or not _DIGIT.search(gold):
                 continue
             seen.add(rec["uuid"])
-            gold = str(rec["ground_truth_answer"]).strip()
             steps = [re.sub(r"^Step \d+:\s*", "", s) for s in rec["model_output_steps"]]
             sol = "\n".join(steps)
             label = rec["model_output_answer_correctness"] == "correct"
@@ -146,6 +149,26 @@ def convert_mr_math(lines: Iterable[str], source: str) -> Iterator[Row]:
             yield Row("mr-math", "pair", rid, gold, ans, label, "human", source)
 
 
+def convert_qwen_math_samples(lines: Iterable[str], source: str) -> Iterator[Row]:
+    """Qwen2.5-Math's evaluation example ``math_cot_100.jsonl`` (100 MATH problems, 8 boxed
+    samples each, as copied into KbsdJames/omni-math-rule): ``code`` holds the solutions,
+    ``pred`` the answers Qwen2.5-Math's extractor took from them and ``score`` its grader's
+    verdicts (auto labels: that grader's own mistakes are in them)."""
+    for line in lines:
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        gold = str(rec["gt"]).strip()
+        for k, (sol, pred, score) in enumerate(
+            zip(rec["code"], rec["pred"], rec["score"], strict=True)
+        ):
+            rid = f"{rec['idx']}:{k}"
+            label = bool(score)
+            yield Row("qwen-math-samples", "solution", rid, gold, sol, label, "auto", source)
+            if pred:
+                yield Row("qwen-math-samples", "pair", rid, gold, str(pred), label, "auto", source)
+
+
 @dataclass(frozen=True)
 class Source:
     """One public file (or group of files) and the converter that reads it."""
@@ -182,6 +205,11 @@ SOURCES: tuple[Source, ...] = (
         "GAIR-NLP/ReasonEval",
         ("dataset/mr-math_invalid_errors.json", "dataset/mr-math_redundant_errors.json"),
         convert_mr_math,
+    ),
+    Source(
+        "KbsdJames/omni-math-rule",
+        ("evaluation/data/eval_rm_maj_example/math_cot_100.jsonl",),
+        convert_qwen_math_samples,
     ),
 )
 

@@ -61,14 +61,33 @@ def _plain(s: str) -> str:
     return re.sub(r"\s+", "", s).strip("$.")
 
 
-def miss_class(gold: str, answer: str, *, accepted: bool, no_answer: bool = False) -> str:
+_FINAL_MARKERS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^\s*####", re.MULTILINE), "a GSM8K '#### X' line"),
+    (re.compile(r"^\s*A:", re.MULTILINE), "an 'A: X' line"),
+    (re.compile(r"^# Answer", re.MULTILINE), "a PRM800K '# Answer' section"),
+    (re.compile(r"answer is", re.IGNORECASE), "an 'the answer is X' phrase"),
+)
+
+
+def no_answer_class(solution: str) -> str:
+    """How a solution in which boxed found no answer marks its final answer instead."""
+    tail = solution[-600:]
+    for marker, name in _FINAL_MARKERS:
+        if marker.search(tail):
+            return f"whole solution, no \\boxed{{}}: final answer in {name}"
+    return "whole solution, no \\boxed{}: final answer only in prose or math"
+
+
+def miss_class(
+    gold: str, answer: str | None, *, accepted: bool, solution: str | None = None
+) -> str:
     """A rough class of one boxed miss, for the people improving the rules (not a verdict).
 
-    ``answer`` is what boxed compared (the pair's answer, or the answer it extracted from a
-    solution); ``no_answer`` says it found none in the solution at all.
+    ``answer`` is what boxed compared (the pair's answer, or the answer it extracted from
+    ``solution``); ``None`` with a ``solution`` means it found no answer in it at all.
     """
-    if no_answer:
-        return "whole solution: no answer found (no \\boxed{})"
+    if answer is None:
+        return no_answer_class(solution or "")
     g, a = _plain(gold), _plain(answer)
     if accepted:
         if g == a:

@@ -58,7 +58,7 @@ def test_gsm8k_samples_yield_a_solution_and_a_pair_per_model() -> None:
     assert {r.label_by for r in rows} == {"auto"}
 
 
-def test_mr_gsm8k_keeps_each_uuid_once_and_skips_programs() -> None:
+def test_mr_gsm8k_keeps_each_uuid_once_and_skips_programs_and_broken_golds() -> None:
     def rec(uuid: str, qtype: str, steps: list[str], correctness: str) -> dict:
         return {
             "uuid": uuid,
@@ -70,7 +70,9 @@ def test_mr_gsm8k_keeps_each_uuid_once_and_skips_programs() -> None:
 
     a = rec("u1", "original", ["Step 1: 75 / 15 = 5", "Step 2: #### 5"], "correct")
     b = rec("u2", "POT", ["Step 1: x = 75 / 15", "Step 2: print(x)"], "wrong")
-    rows = list(mv_convert.convert_mr_gsm8k([json.dumps([a, b]), json.dumps([a])], "src"))
+    c = {**rec("u3", "reversed", ["Step 1: #### 5"], "correct"), "ground_truth_answer": "Let's"}
+    docs = [json.dumps([a, b, c]), json.dumps([a])]
+    rows = list(mv_convert.convert_mr_gsm8k(docs, "src"))
     assert [(r.kind, r.id, r.gold, r.answer, r.label) for r in rows] == [
         ("solution", "u1", "5", "75 / 15 = 5\n#### 5", True),
         ("pair", "u1", "5", "5", True),
@@ -115,19 +117,33 @@ def test_convert_all_reads_the_raw_layout(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("gold", "answer", "accepted", "no_answer", "expected"),
+    ("gold", "answer", "accepted", "expected"),
     [
-        ("5", "", False, True, "whole solution: no answer found"),
-        ("5", "6", True, False, "wrong accept"),
-        ("18", "x = 18", False, False, "labelled answer"),
-        ("18", "18 dollars", False, False, "words or units"),
-        ("18", "\\$18", False, False, "currency or percent"),
-        ("6.5", "6", False, False, "decimal vs integer"),
-        ("(1,2)", "(2,1)", False, False, "list, tuple"),
+        ("5", "6", True, "wrong accept"),
+        ("5", "5", True, "identical to the gold (label noise?)"),
+        ("18", "x = 18", False, "labelled answer"),
+        ("18", "18 dollars", False, "words or units"),
+        ("18", "\\$18", False, "currency or percent"),
+        ("6.5", "6", False, "decimal vs integer"),
+        ("(1,2)", "(2,1)", False, "list, tuple"),
     ],
 )
-def test_miss_class(gold: str, answer: str, accepted: bool, no_answer: bool, expected: str) -> None:
-    assert expected in miss_class(gold, answer, accepted=accepted, no_answer=no_answer)
+def test_miss_class(gold: str, answer: str, accepted: bool, expected: str) -> None:
+    assert expected in miss_class(gold, answer, accepted=accepted)
+
+
+@pytest.mark.parametrize(
+    ("solution", "expected"),
+    [
+        ("2 + 3 = 5\n#### 5", "GSM8K '#### X' line"),
+        ("2 + 3 = 5\nA: 5", "'A: X' line"),
+        ("2 + 3 = 5\n\n# Answer\n\n5", "PRM800K '# Answer' section"),
+        ("So the answer is 5.", "'the answer is X' phrase"),
+        ("Adding them gives $5$.", "only in prose or math"),
+    ],
+)
+def test_miss_class_of_a_solution_without_an_answer(solution: str, expected: str) -> None:
+    assert expected in miss_class("5", None, accepted=False, solution=solution)
 
 
 def test_load_rows_groups_and_limits(tmp_path: Path) -> None:
