@@ -224,6 +224,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--row-timeout", type=float, default=10.0)
     ap.add_argument("--misses", type=Path, default=MISSES)
+    ap.add_argument("--markdown", action="store_true", help="also print the table as markdown")
     ap.add_argument("--per-class", type=int, default=60, help="rows listed per class and set")
     args = ap.parse_args()
 
@@ -243,6 +244,10 @@ def main() -> None:
         table.add_column(col, justify="left" if col in ("set", "kind", "grader") else "right")
     for col in ("wrong accepts", "missed accepts", "undecided", "rows/s"):
         table.add_column(col, justify="right")
+    markdown = [
+        "| " + " | ".join(str(col.header) for col in table.columns) + " |",
+        "|" + "---|" * len(table.columns),
+    ]
     misses: list[dict] = []
     i = 0
     for (name, kind), rows in groups.items():
@@ -253,7 +258,7 @@ def main() -> None:
             for acc, dec, r in zip(res.accepted[sl], res.decided[sl], rows, strict=True):
                 c.add(acc, bool(r["label"]), decided=dec)
             pos = sum(bool(r["label"]) for r in rows)
-            table.add_row(
+            cells = [
                 name if grader == "boxed" else "",
                 kind if grader == "boxed" else "",
                 f"{n} ({pos})" if grader == "boxed" else "",
@@ -265,8 +270,9 @@ def main() -> None:
                 str(c.fn),
                 str(c.undecided),
                 _rate(res.times[sl]),
-                end_section=grader == "Math-Verify",
-            )
+            ]
+            table.add_row(*cells, end_section=grader == "Math-Verify")
+            markdown.append("| " + " | ".join(cells) + " |")
         for k, r in enumerate(rows):
             j = i + k
             label = bool(r["label"])
@@ -290,6 +296,8 @@ def main() -> None:
         i += n
     console = Console(width=160)
     console.print(table)
+    if args.markdown:
+        console.print("\n".join(markdown), markup=False, highlight=False, soft_wrap=True)
     pair_idx = [j for j, (_, _, kind) in enumerate(flat) if kind == "pair"]
     b_rate = len(pair_idx) / sum(boxed.times[j] for j in pair_idx) if pair_idx else 0.0
     m_time = sum(mv.times[j] for j in pair_idx if mv.decided[j])
