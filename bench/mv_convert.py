@@ -22,6 +22,7 @@ Each normalized row is one labelled verdict the grader must reproduce::
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import subprocess
@@ -169,6 +170,39 @@ def convert_qwen_math_samples(lines: Iterable[str], source: str) -> Iterator[Row
                 yield Row("qwen-math-samples", "pair", rid, gold, str(pred), label, "auto", source)
 
 
+def convert_unittest_equivalence(docs: Iterable[str], source: str) -> Iterator[Row]:
+    """A grader's own unittest file (hendrycks/math ``math_equivalence_test.py``): each test
+    method assigns ``test_in`` (read as the gold) and ``test_out`` (the answer) string literals
+    and asserts ``assertTrue`` / ``assertFalse`` of ``is_equiv(test_in, test_out)``. Read with
+    ``ast``, never executed; a method of any other shape is skipped."""
+    for doc in docs:
+        for node in ast.walk(ast.parse(doc)):
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+                continue
+            strings: dict[str, str] = {}
+            label: bool | None = None
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.Constant)
+                    and isinstance(stmt.value.value, str)
+                ):
+                    strings[stmt.targets[0].id] = stmt.value.value
+                elif (
+                    isinstance(stmt, ast.Expr)
+                    and isinstance(stmt.value, ast.Call)
+                    and isinstance(stmt.value.func, ast.Attribute)
+                    and stmt.value.func.attr in ("assertTrue", "assertFalse")
+                ):
+                    label = stmt.value.func.attr == "assertTrue"
+            if label is None or not {"test_in", "test_out"} <= strings.keys():
+                continue
+            gold, answer = strings["test_in"], strings["test_out"]
+            yield Row("grader-tests", "pair", node.name, gold, answer, label, "human", source)
+
+
 @dataclass(frozen=True)
 class Source:
     """One public file (or group of files) and the converter that reads it."""
@@ -210,6 +244,12 @@ SOURCES: tuple[Source, ...] = (
         "KbsdJames/omni-math-rule",
         ("evaluation/data/eval_rm_maj_example/math_cot_100.jsonl",),
         convert_qwen_math_samples,
+    ),
+    Source(
+        "hendrycks/math",
+        ("modeling/math_equivalence_test.py",),
+        convert_unittest_equivalence,
+        whole_file=True,
     ),
 )
 

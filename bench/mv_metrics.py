@@ -92,6 +92,8 @@ def miss_class(
     if accepted:
         if g == a:
             return "wrong accept: identical to the gold (label noise?)"
+        if "," in g and g.count(",") == a.count(","):
+            return "wrong accept: a list or tuple (in another order?)"
         return "wrong accept"
     if g == a:
         return "missed: identical to the gold after spacing (label or extraction?)"

@@ -103,6 +103,32 @@ def test_mr_math_reads_both_label_forms() -> None:
     ]
 
 
+def test_unittest_equivalence_is_read_with_ast_not_run() -> None:
+    doc = """
+class T(unittest.TestCase):
+    def test_half(self):
+        test_in = "1/2"
+        test_out = "\\\\frac{1}{2}"
+        self.assertTrue(is_equiv(test_in, test_out))
+
+    def test_order(self):
+        test_in = "10, 4"
+        test_out = "4, 10"
+        self.assertFalse(is_equiv(test_in, test_out))
+
+    def test_other_shape(self):
+        self.assertTrue(is_equiv("1", "1"))
+
+    def helper(self):
+        test_in, test_out = "1", "2"
+"""
+    rows = list(mv_convert.convert_unittest_equivalence([doc], "src"))
+    assert [(r.id, r.gold, r.answer, r.label) for r in rows] == [
+        ("test_half", "1/2", "\\frac{1}{2}", True),
+        ("test_order", "10, 4", "4, 10", False),
+    ]
+
+
 def test_convert_all_reads_the_raw_layout(tmp_path: Path) -> None:
     rec = {"ground_truth": "A: 2", "m": {"is_correct": True, "solution": "1+1=2\nA: 2"}}
     src = mv_convert.SOURCES[0]
@@ -121,6 +147,7 @@ def test_convert_all_reads_the_raw_layout(tmp_path: Path) -> None:
     [
         ("5", "6", True, "wrong accept"),
         ("5", "5", True, "identical to the gold (label noise?)"),
+        ("10, 4, -2", "4, 10, -2", True, "a list or tuple"),
         ("18", "x = 18", False, "labelled answer"),
         ("18", "18 dollars", False, "words or units"),
         ("18", "\\$18", False, "currency or percent"),
