@@ -12,8 +12,8 @@ Reads the normalized rows that ``bench/mv_convert.py`` writes to the git-ignored
 
 Math-Verify runs in a child process with a per-row kill switch (some inputs hang it); a killed
 row is counted as not accepted and reported as undecided. boxed's timeouts and worker errors
-(no reward on the reward path) are counted the same way. Rates are rows / summed per-row time,
-warm (imports done, workers started), one pass.
+(no reward on the reward path) are counted the same way. Rates are decided rows / their summed
+per-row time, warm (imports done, workers started), one pass.
 
     python bench/mv_convert.py --from-mirrors /work/.mirror   # once: raw files -> rows.jsonl
     python bench/bench_vs_math_verify.py [--limit N] [--misses PATH]
@@ -32,8 +32,10 @@ import random
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -61,7 +63,9 @@ class Graded:
 # Math-Verify (in a child process)
 
 
-def _mv_one(parse, verify, gold: str, answer: str, kind: str) -> bool:
+def _mv_one(
+    parse: Callable[..., Any], verify: Callable[..., Any], gold: str, answer: str, kind: str
+) -> bool:
     g = parse(mv_wrap(gold))
     a = parse(mv_wrap(answer) if kind == "pair" else answer)
     return bool(verify(g, a))
@@ -125,6 +129,7 @@ def run_boxed(rows: list[tuple[str, str, str]]) -> Graded:
     """boxed on every row: ``verify`` for pairs, the ``binary`` reward path for solutions."""
     from scorer.equivalence import verify, warm_up
     from scorer.rewards import reward_config, score_text
+    from scorer.verdict import Reason
 
     warm_up()
     for g, p in WARMUP_PAIRS:
@@ -137,7 +142,7 @@ def run_boxed(rows: list[tuple[str, str, str]]) -> Graded:
             v = verify(answer, gold)
             dt = time.perf_counter() - t
             out.accepted.append(v.correct)
-            out.decided.append(v.reason not in ("timeout", "error"))
+            out.decided.append(v.reason not in (Reason.TIMEOUT, Reason.ERROR))
             out.detail.append(v.reason)
             out.extracted.append(answer)
         else:
@@ -159,9 +164,17 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def _rate(times: list[float]) -> str:
-    total = sum(times)
-    return f"{len(times) / total:,.0f}" if total else "n/a"
+def _rate(times: list[float], decided: list[bool]) -> str:
+    """Rows per second over the decided rows (a killed or timed-out row has no real time)."""
+    kept = [t for t, d in zip(times, decided, strict=True) if d]
+    total = sum(kept)
+    return f"{len(kept) / total:,.0f}" if total else "n/a"
+
+
+def pairs_per_second(res: Graded, rows: list[int]) -> float:
+    """Decided rows among ``rows`` per second of their summed time (0 when there are none)."""
+    kept = [res.times[j] for j in rows if res.decided[j]]
+    return len(kept) / sum(kept) if sum(kept) else 0.0
 
 
 def load_rows(path: Path, limit: int | None, seed: int) -> dict[tuple[str, str], list[dict]]:
@@ -269,7 +282,7 @@ def main() -> None:
                 str(c.fp),
                 str(c.fn),
                 str(c.undecided),
-                _rate(res.times[sl]),
+                _rate(res.times[sl], res.decided[sl]),
             ]
             table.add_row(*cells, end_section=grader == "Math-Verify")
             markdown.append("| " + " | ".join(cells) + " |")
@@ -299,11 +312,9 @@ def main() -> None:
     if args.markdown:
         console.print("\n".join(markdown), markup=False, highlight=False, soft_wrap=True)
     pair_idx = [j for j, (_, _, kind) in enumerate(flat) if kind == "pair"]
-    b_rate = len(pair_idx) / sum(boxed.times[j] for j in pair_idx) if pair_idx else 0.0
-    m_time = sum(mv.times[j] for j in pair_idx if mv.decided[j])
-    m_rate = sum(mv.decided[j] for j in pair_idx) / m_time if m_time else 0.0
+    b_rate, m_rate = (pairs_per_second(res, pair_idx) for res in (boxed, mv))
     console.print(
-        f"pairs/s (all pair rows, warm): boxed {b_rate:,.0f}, Math-Verify {m_rate:,.0f}"
+        f"pairs/s (all decided pair rows, warm): boxed {b_rate:,.0f}, Math-Verify {m_rate:,.0f}"
         + (f" ({b_rate / m_rate:.1f}x)" if m_rate else "")
         + f"; wall time boxed {t1 - t0:.0f} s, Math-Verify {t2 - t1:.0f} s"
     )
