@@ -1,0 +1,208 @@
+"""The Math-Verify bench's converters and metric arithmetic, on hand-written rows.
+
+No fetched data and no Math-Verify needed: the bench itself reads the public rows from the
+git-ignored ``bench/data/``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import bench_vs_math_verify as bench  # noqa: E402
+import mv_convert  # noqa: E402
+from mv_metrics import Confusion, miss_class  # noqa: E402
+
+
+def test_confusion_counts_and_ratios() -> None:
+    c = Confusion()
+    for accepted, label in [(True, True)] * 6 + [(True, False)] + [(False, True)] * 2:
+        c.add(accepted, label)
+    c.add(False, False)
+    c.add(False, True, decided=False)  # an undecided row is a rejection, and counted apart
+    assert (c.tp, c.fp, c.fn, c.tn, c.undecided) == (6, 1, 3, 1, 1)
+    assert c.rows == 11
+    assert c.accuracy == pytest.approx(7 / 11)
+    assert c.precision == pytest.approx(6 / 7)
+    assert c.recall == pytest.approx(6 / 9)
+
+
+def test_confusion_undefined_ratios_are_none_not_zero() -> None:
+    c = Confusion()
+    c.add(False, False)
+    assert c.accuracy == 1.0
+    assert c.precision is None  # nothing accepted
+    assert c.recall is None  # nothing labelled right
+
+
+def test_gsm8k_samples_yield_a_solution_and_a_pair_per_model() -> None:
+    rec = {
+        "question": "q",
+        "ground_truth": "3 + 4 = <<3+4=7>>7\nA: 7",
+        "6b_finetuning": {"is_correct": True, "solution": "3 + 4 = 7\nA: 7"},
+        "175b_verification": {"is_correct": False, "solution": "I think it is eight."},
+    }
+    rows = list(mv_convert.convert_gsm8k_samples([json.dumps(rec), ""], "src"))
+    assert [(r.kind, r.id, r.gold, r.answer, r.label) for r in rows] == [
+        ("solution", "0:6b_finetuning", "7", "3 + 4 = 7\nA: 7", True),
+        ("pair", "0:6b_finetuning", "7", "7", True),
+        # no "A:" line: no pair (the converter never guesses the answer), the solution stays
+        ("solution", "0:175b_verification", "7", "I think it is eight.", False),
+    ]
+    assert {r.label_by for r in rows} == {"auto"}
+
+
+def test_mr_gsm8k_keeps_each_uuid_once_and_skips_programs_and_broken_golds() -> None:
+    def rec(uuid: str, qtype: str, steps: list[str], correctness: str) -> dict:
+        return {
+            "uuid": uuid,
+            "question_type": qtype,
+            "ground_truth_answer": 5,
+            "model_output_steps": steps,
+            "model_output_answer_correctness": correctness,
+        }
+
+    a = rec("u1", "original", ["Step 1: 75 / 15 = 5", "Step 2: #### 5"], "correct")
+    b = rec("u2", "POT", ["Step 1: x = 75 / 15", "Step 2: print(x)"], "wrong")
+    c = {**rec("u3", "reversed", ["Step 1: #### 5"], "correct"), "ground_truth_answer": "Let's"}
+    docs = [json.dumps([a, b, c]), json.dumps([a])]
+    rows = list(mv_convert.convert_mr_gsm8k(docs, "src"))
+    assert [(r.kind, r.id, r.gold, r.answer, r.label) for r in rows] == [
+        ("solution", "u1", "5", "75 / 15 = 5\n#### 5", True),
+        ("pair", "u1", "5", "5", True),
+    ]
+
+
+def test_mr_math_reads_both_label_forms() -> None:
+    invalid = {
+        "id": 3,
+        "ground_truth_answer": "\\frac{1}{2}",
+        "model_output": "So it is $\\boxed{0.5}$. #### 0.5 ",
+        "model_output_answer_correctness": "wrong",
+    }
+    rated = {
+        "id": 4,
+        "ground_truth_answer": "12",
+        "model_output_step_format": [["2 + 10 = 12."], ["# Answer\n\n12"]],
+        "rating": [1, 1],
+    }
+    neutral = {**rated, "id": 5, "rating": [1, 0]}  # a neutral answer step: no label
+    lines = [json.dumps(invalid), json.dumps(rated), json.dumps(neutral)]
+    rows = list(mv_convert.convert_mr_math(lines, "x/mr-math_invalid_errors.json"))
+    assert [(r.kind, r.answer, r.label) for r in rows] == [
+        ("solution", "So it is $\\boxed{0.5}$. #### 0.5 ", False),
+        ("pair", "0.5", False),
+        ("solution", "2 + 10 = 12.\n\n# Answer\n\n12", True),
+        ("pair", "12", True),
+    ]
+
+
+def test_unittest_equivalence_is_read_with_ast_not_run() -> None:
+    doc = """
+class T(unittest.TestCase):
+    def test_half(self):
+        test_in = "1/2"
+        test_out = "\\\\frac{1}{2}"
+        self.assertTrue(is_equiv(test_in, test_out))
+
+    def test_order(self):
+        test_in = "10, 4"
+        test_out = "4, 10"
+        self.assertFalse(is_equiv(test_in, test_out))
+
+    def test_other_shape(self):
+        self.assertTrue(is_equiv("1", "1"))
+
+    def helper(self):
+        test_in, test_out = "1", "2"
+"""
+    rows = list(mv_convert.convert_unittest_equivalence([doc], "src"))
+    assert [(r.id, r.gold, r.answer, r.label) for r in rows] == [
+        ("test_half", "1/2", "\\frac{1}{2}", True),
+        ("test_order", "10, 4", "4, 10", False),
+    ]
+
+
+def test_convert_all_reads_the_raw_layout(tmp_path: Path) -> None:
+    rec = {"ground_truth": "A: 2", "m": {"is_correct": True, "solution": "1+1=2\nA: 2"}}
+    src = mv_convert.SOURCES[0]
+    path = mv_convert.raw_path(src.repo, src.paths[0], tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(rec) + "\n")
+    rows = mv_convert.convert_all(tmp_path)  # the other sources are missing: skipped
+    assert [(r.set, r.kind, r.answer) for r in rows] == [
+        ("gsm8k-samples", "solution", "1+1=2\nA: 2"),
+        ("gsm8k-samples", "pair", "2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "accepted", "expected"),
+    [
+        ("5", "6", True, "wrong accept"),
+        ("5", "5", True, "identical to the gold (label noise?)"),
+        ("10, 4, -2", "4, 10, -2", True, "a list or tuple"),
+        ("18", "x = 18", False, "labelled answer"),
+        ("18", "18 dollars", False, "words or units"),
+        ("18", "\\$18", False, "currency or percent"),
+        ("6.5", "6", False, "decimal vs integer"),
+        ("(1,2)", "(2,1)", False, "list, tuple"),
+    ],
+)
+def test_miss_class(gold: str, answer: str, accepted: bool, expected: str) -> None:
+    assert expected in miss_class(gold, answer, accepted=accepted)
+
+
+@pytest.mark.parametrize(
+    ("solution", "expected"),
+    [
+        ("2 + 3 = 5\n#### 5", "GSM8K '#### X' line"),
+        ("2 + 3 = 5\nA: 5", "'A: X' line"),
+        ("2 + 3 = 5\n\n# Answer\n\n5", "PRM800K '# Answer' section"),
+        ("So the answer is 5.", "'the answer is X' phrase"),
+        ("Adding them gives $5$.", "only in prose or math"),
+    ],
+)
+def test_miss_class_of_a_solution_without_an_answer(solution: str, expected: str) -> None:
+    assert expected in miss_class("5", None, accepted=False, solution=solution)
+
+
+def test_load_rows_groups_and_limits(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    rows = [{"set": "s", "kind": "pair", "id": str(i), "label": True} for i in range(5)]
+    rows.append({"set": "a", "kind": "solution", "id": "x", "label": False})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    groups = bench.load_rows(path, limit=2, seed=0)
+    assert list(groups) == [("a", "solution"), ("s", "pair")]  # sorted
+    assert len(groups[("s", "pair")]) == 2
+    assert groups == bench.load_rows(path, limit=2, seed=0)  # the sample is seeded
+
+
+ROWS = [
+    ("\\frac{1}{2}", "0.5", "pair"),
+    ("7", "8", "pair"),
+    ("7", "3 + 4 is $\\boxed{7}$.", "solution"),
+    ("7", "3 + 4 = 7\nA: 7", "solution"),  # no box: the binary preset finds no answer
+]
+
+
+def test_boxed_grades_pairs_with_verify_and_solutions_through_the_reward_path() -> None:
+    out = bench.run_boxed(ROWS)
+    assert out.accepted == [True, False, True, False]
+    assert out.decided == [True] * 4
+    assert out.extracted == ["0.5", "8", "7", None]
+    assert out.detail[3].startswith("no_answer")
+    assert all(t > 0 for t in out.times)
+
+
+def test_math_verify_runs_in_a_child_on_the_same_rows() -> None:
+    pytest.importorskip("math_verify")
+    out = bench.run_math_verify(ROWS, row_timeout=30.0)
+    assert out.accepted == [True, False, True, True]  # its default extraction reads "A: 7"
+    assert out.decided == [True] * 4
