@@ -42,12 +42,13 @@ def _healthcheck(args: argparse.Namespace) -> int:
 
     from .settings import Settings
 
-    url = f"http://127.0.0.1:{Settings().port}/readyz"
+    port = args.port if args.port is not None else Settings().port
+    url = f"http://127.0.0.1:{port}/readyz"
     try:
         with urllib.request.urlopen(url, timeout=args.timeout) as response:
             return 0 if response.status == 200 else 1
     except OSError as exc:
-        print(f"not ready: {exc}", file=sys.stderr)
+        print(f"not ready: {url}: {exc}", file=sys.stderr)
         return 1
 
 
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--log-level", default="info")
     health = sub.add_parser("healthcheck", help="exit 0 when the local service is ready")
     health.add_argument("--timeout", type=float, default=3.0)
+    # SUPPRESS: given before the command (``--port N healthcheck``) it is kept, not reset
+    health.add_argument("--port", type=int, default=argparse.SUPPRESS, help="default 5002")
     args = parser.parse_args(argv)
     if args.command == "healthcheck":
         return _healthcheck(args)

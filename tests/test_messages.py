@@ -54,3 +54,49 @@ def test_an_unknown_field_with_no_close_match_reads_as_a_sentence() -> None:
         "expr: field required; expression: unknown field; did you mean 'expr'? "
         "Accepted fields: expr"
     )
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_healthcheck_probes_the_port_it_is_given(where: str) -> None:
+    """``python -m exec_server --port N healthcheck`` (and ``healthcheck --port N``) probe N."""
+    import http.server
+    import subprocess
+    import sys
+    import threading
+
+    class Ready(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200 if self.path == "/readyz" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Ready)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = str(server.server_address[1])
+    args = ["--port", port, "healthcheck"] if where == "before" else ["healthcheck", "--port", port]
+    try:
+        ok = subprocess.run([sys.executable, "-m", "exec_server", *args], capture_output=True)
+    finally:
+        server.shutdown()
+    down = subprocess.run(
+        [sys.executable, "-m", "exec_server", *args], capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert down.returncode == 1 and f"127.0.0.1:{port}/readyz" in down.stderr, down.stderr
+
+
+def test_the_docs_pages_load_every_asset_from_boxed_itself() -> None:
+    """No CDN: /docs and /redoc render offline, the machine boxed is made for."""
+    import re
+
+    with service() as (client, _, _):
+        for page in ("/docs", "/redoc"):
+            html = client.get(page).text
+            refs = re.findall(r"""(?:src|href)=["']([^"']+)["']|url: ?["']([^"']+)["']""", html)
+            urls = [a or b for a, b in refs]
+            assert urls and not [u for u in urls if "//" in u], (page, urls)
+            for url in urls:
+                assert client.get(url).status_code == 200, url
+        assert client.get("/docs-assets/core.py").status_code == 404  # only the assets
