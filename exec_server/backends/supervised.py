@@ -284,7 +284,10 @@ class SupervisedSandbox:
         del self._frames[: self._frames.index(READY_MARKER) + len(READY_MARKER)]
 
     def _why(self) -> str:
-        return self.stream.diagnostics() or "no message"
+        # No last words: it was stopped from outside (container killed or removed, OOM killer)
+        return self.stream.diagnostics() or (
+            "it wrote nothing: its container was killed or removed from outside"
+        )
 
     async def run(self, job: Job) -> Observation:
         """Hand the snippet to the supervisor and collect its output and result."""
