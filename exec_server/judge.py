@@ -368,7 +368,7 @@ async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> Judge
                 first_failure=None,
                 compile=info,
                 tests=[],
-                duration_ms=(time.monotonic() - started) * 1000,
+                duration_ms=round((time.monotonic() - started) * 1000, 2),
                 request_id=request_id,
             )
         judging = Judging(req, kind, runs, marker)
@@ -389,6 +389,6 @@ async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> Judge
         first_failure=failures[0].index if failures else None,
         compile=compile_info(compiled) if compiled is not None else None,
         tests=tests,
-        duration_ms=(time.monotonic() - started) * 1000,
+        duration_ms=round((time.monotonic() - started) * 1000, 2),
         request_id=request_id,
     )

@@ -100,3 +100,11 @@ def test_the_docs_pages_load_every_asset_from_boxed_itself() -> None:
             for url in urls:
                 assert client.get(url).status_code == 200, url
         assert client.get("/docs-assets/core.py").status_code == 404  # only the assets
+
+
+def test_judge_times_are_rounded_like_every_other() -> None:
+    body = {"code": "1", "tests": [{"input": "", "expected_output": "1"}]}
+    with service() as (client, _, _):
+        answer = client.post("/judge", json=body).json()
+    for ms in (answer["duration_ms"], answer["tests"][0]["duration_ms"]):
+        assert ms == round(ms, 2), answer
