@@ -96,22 +96,19 @@ def docker(*args: str) -> str:
     ).stdout.strip()
 
 
-def stage_images() -> set[str]:
-    """The builder-stage images the classic builder keeps (see the Dockerfile's label)."""
-    out = docker("image", "ls", "-q", "--filter", "label=boxed.stage=sandbox-packages")
-    return set(out.split())
-
-
 @pytest.fixture(scope="module")
 def offline_image() -> Iterator[str]:
-    """The sandbox image built offline once for this module, removed after."""
-    before = stage_images()
+    """The sandbox image built offline once for this module, removed after; the build
+    leaves no untagged pip-stage image of its own behind (others' are not its to remove)."""
+    before = image.stage_images()
     image.build_sandbox_image(TAG, offline=True)
+    left = image.stage_images() - before
     try:
+        assert left == set(), f"the build left its stage image: {left}"
         yield TAG
     finally:
         docker("rmi", TAG)
-        for leftover in stage_images() - before:
+        for leftover in left:
             docker("rmi", leftover)
 
 
@@ -170,3 +167,36 @@ def test_a_stale_image_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
     base = {"boxed.base_packages": ",".join(image.BASE_PACKAGES)}
     monkeypatch.setattr(image, "image_labels", {"new": base, "old": {}}.get)
     assert image.base_is_current("new") and not image.base_is_current("old")
+
+
+def test_the_offline_base_tag_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second base can be built beside the shared one; the service image uses it too."""
+    made: list[tuple[str, str]] = []
+    monkeypatch.setattr(image, "sandbox_is_current", lambda tag: False)
+    monkeypatch.setattr(image, "base_is_current", lambda tag: False)
+    monkeypatch.setattr(image, "image_exists", lambda tag: ("base", tag) in made)
+    monkeypatch.setattr(image, "build_offline_base", lambda tag: made.append(("base", tag)))
+    monkeypatch.setattr(image, "download_sandbox_wheels", lambda: None)
+    monkeypatch.setattr(image, "download_wheels", lambda: None)
+    monkeypatch.setattr(image, "stage_images", set)
+    monkeypatch.setattr(image, "build", lambda name, tag, base: made.append((name, base)) or tag)
+    argv = ["--offline", "--base-tag", "mine:bookworm", "--tag", "mine:dev", "--server"]
+    assert image.main(argv) == 0
+    assert made == [
+        ("base", "mine:bookworm"),
+        ("sandbox", "mine:bookworm"),
+        ("server", "mine:bookworm"),
+    ]
+
+
+def test_the_help_says_what_each_option_does() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tools.build_image", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
+    for option in ("--offline", "--base-tag", "--if-stale", "--keep-stage", "--server"):
+        assert option in out
+    assert "examples:" in out and "docs/sandbox-image.md" in out

@@ -189,16 +189,44 @@ def sandbox_is_current(tag: str) -> bool:
     return same_packages and all(labels.get(k) == wanted[k] for k in ("boxed.python", "boxed.gcc"))
 
 
-def build_sandbox_image(tag: str, *, offline: bool = False, base: str | None = None) -> str:
-    """Build the sandbox image; offline, make the Debian base first when it is missing or was
-    made from another package list, and download the pinned wheels on this host."""
+STAGE_LABEL = "boxed.stage=sandbox-packages"  # the Dockerfile's pip stage
+
+
+def stage_images() -> set[str]:
+    """The untagged pip-stage images the classic builder keeps (about 600 MB each)."""
+    out = subprocess.run(
+        ["docker", "image", "ls", "-q", "--filter", f"label={STAGE_LABEL}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return set(out.split())
+
+
+def build_sandbox_image(
+    tag: str,
+    *,
+    offline: bool = False,
+    base: str | None = None,
+    base_tag: str = OFFLINE_BASE,
+    keep_stage: bool = False,
+) -> str:
+    """Build the sandbox image; offline, make the Debian base (``base_tag``) first when it is
+    missing or was made from another package list, and download the pinned wheels on this
+    host. The pip stage's image this build made is removed unless ``keep_stage`` (those of
+    other builds, other users' included, are left alone)."""
     if offline:
         if base is None:
-            base = OFFLINE_BASE
+            base = base_tag
             if not base_is_current(base):
                 build_offline_base(base)
         download_sandbox_wheels()
-    return build("sandbox", tag, base=base)
+    before = stage_images()
+    build("sandbox", tag, base=base)
+    if not keep_stage:
+        for made in sorted(stage_images() - before):
+            _run(["docker", "image", "rm", made])
+    return tag
 
 
 SERVER_IMAGE = "boxed-server:latest"
@@ -231,26 +259,70 @@ def build_server_image(
     return build("server", tag, base=base)
 
 
+EXAMPLES = """examples:
+  python -m tools.build_image --offline              # no registry: base from Debian packages
+  python -m tools.build_image --offline --if-stale   # only when missing or out of date
+  python -m tools.build_image --offline --server     # the service image too, for compose
+  python -m tools.build_image --offline --base-tag my-base:bookworm --tag my-sandbox:dev
+
+docs/sandbox-image.md has the details (what is in the image, adding a package)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.build_image")
-    parser.add_argument("--offline", action="store_true", help="base from Debian packages")
-    parser.add_argument("--base", default=None, help="base image (build argument BASE)")
-    parser.add_argument("--tag", default=None, help="default BOXED_SANDBOX_IMAGE")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.build_image",
+        description="Build boxed's sandbox image (and with --server the service image):\n"
+        "with a registry, or with --offline from Debian packages and wheels downloaded here.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="no registry: make the base with debootstrap and docker import (needs "
+        "debootstrap and Debian's mirror), install Python packages from wheels downloaded here",
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="build on this existing image instead (build argument BASE); default: "
+        "debian:bookworm-slim online, the offline base with --offline",
+    )
+    parser.add_argument(
+        "--base-tag",
+        default=OFFLINE_BASE,
+        help=f"--offline: the tag the Debian base is made under and looked for (default "
+        f"{OFFLINE_BASE}); another tag builds a second base beside a shared one",
+    )
+    parser.add_argument(
+        "--tag",
+        default=None,
+        help="the sandbox image's tag (default: BOXED_SANDBOX_IMAGE, boxed-sandbox:latest)",
+    )
     parser.add_argument("--server", action="store_true", help=f"also build {SERVER_IMAGE}")
     parser.add_argument(
-        "--if-stale", action="store_true", help="only when missing or built from other sources"
+        "--if-stale",
+        action="store_true",
+        help="build only when the image is missing or its labels differ from the Dockerfile's",
+    )
+    parser.add_argument(
+        "--keep-stage",
+        action="store_true",
+        help="keep this build's untagged pip-stage image (about 600 MB) as a build cache",
     )
     args = parser.parse_args(argv)
     from exec_server.settings import Settings
 
     tag = args.tag or Settings().sandbox_image
+    base_options = {"offline": args.offline, "base": args.base}
     if args.if_stale and sandbox_is_current(tag):
         print(f"{tag} is current")
     else:
-        build_sandbox_image(tag, offline=args.offline, base=args.base)
+        build_sandbox_image(tag, **base_options, base_tag=args.base_tag, keep_stage=args.keep_stage)
         print(f"built {tag}")
     if args.server:
-        print(f"built {build_server_image(offline=args.offline, base=args.base)}")
+        server_base = args.base or (args.base_tag if args.offline else None)
+        print(f"built {build_server_image(offline=args.offline, base=server_base)}")
     return 0
 
 
