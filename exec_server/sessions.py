@@ -249,7 +249,13 @@ class SessionManager:
                 health.problem or "sandbox backend unavailable", FailureCode.ENGINE_UNAVAILABLE
             )
         cpus = self.settings.cpus
-        spec = SessionSpec(memory_mb=limits.memory_mb, cpu_budget=limits.max_lifetime * cpus)
+        # The id is made first, so the sandbox carries it (a container label) from the start.
+        session_id = uuid.uuid4().hex
+        spec = SessionSpec(
+            memory_mb=limits.memory_mb,
+            cpu_budget=limits.max_lifetime * cpus,
+            session_id=session_id,
+        )
         self._creating += 1
         try:
             sandbox = await self.backend.create_session(spec)
@@ -258,7 +264,7 @@ class SessionManager:
         finally:
             self._creating -= 1
         now = time.monotonic()
-        session = _Session(uuid.uuid4().hex, sandbox, limits, now, time.time(), now)
+        session = _Session(session_id, sandbox, limits, now, time.time(), now)
         self._open[session.id] = session
         metrics.SESSIONS_CREATED.inc()
         self._count()

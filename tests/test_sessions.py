@@ -61,6 +61,7 @@ def test_a_session_is_made_used_read_and_deleted() -> None:
         assert info["state"] == "idle" and info["calls"] == 0 and info["expires_in"] <= 60
         (sandbox_id,) = sessions_alive(fake)
         assert fake.sandboxes[sandbox_id].spec.memory_mb == 128
+        assert fake.sandboxes[sandbox_id].session_id == sid  # the Docker label boxed.session
 
         answer = client.post(f"/sessions/{sid}/execute", json={"code": "x = 1", "stdin": "in"})
         assert answer.status_code == 200

@@ -49,6 +49,7 @@ log = logging.getLogger("boxed.docker")
 SERVICE_LABEL = "boxed.service"
 INSTANCE_LABEL = "boxed.instance"
 BACKEND_LABEL = "boxed.backend"
+SESSION_LABEL = "boxed.session"  # a session's container: the session's id (docker ps --filter)
 EXIT_WAIT = 1.0  # longest wait for a finished container to exit before it is removed
 # The supervisor's socket (guest/bootstrap.py) in a tmpfs only root can enter; the service
 # connects from outside, or writes KEEP_ATTACH on stdin when it cannot.
@@ -296,6 +297,13 @@ class DockerBackend:
         sources = json.dumps(module_sources())
         return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, json.dumps(config)]
 
+    def container_labels(self, session: SessionSpec | None = None) -> dict[str, str]:
+        """The labels of a new container: the backend's, and a session's id on its sandbox
+        (to find the container of a session: ``docker ps --filter label=boxed.session=ID``)."""
+        if session is None:
+            return self.labels
+        return {**self.labels, SESSION_LABEL: session.session_id}
+
     def container_memory_mb(self, memory_mb: int) -> int:
         """The container's limit for a snippet limit of ``memory_mb``: the supervisor's too."""
         return memory_mb + self.settings.process_memory_overhead_mb
@@ -355,7 +363,7 @@ class DockerBackend:
                 environment=SANDBOX_ENV,
                 working_dir="/tmp",
                 hostname="sandbox",
-                labels=self.labels,
+                labels=self.container_labels(session),
                 name=name,
                 stdin_open=True,  # and StdinOnce (docker-py, not detached): our end of the
                 # attach stream closing ends the supervisor's stdin

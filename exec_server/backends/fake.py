@@ -100,6 +100,7 @@ class FakeSession:
         self.id = sandbox_id
         self.memory_mb = spec.memory_mb
         self.spec = spec
+        self.session_id = spec.session_id  # as the Docker backend's label boxed.session
         self.ended = False
         self.alive = True
         self.calls: list[Job] = []
