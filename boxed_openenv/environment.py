@@ -1,18 +1,52 @@
-"""The environment: one boxed session per episode, reward from the scorer."""
+"""The environment: one boxed session per episode, reward from the scorer.
+
+A reward is only ever the code's own result. A step whose session the infrastructure lost
+(its sandbox died, it expired) or whose grading failed ends the episode with ``reward=None``
+and the failure in the observation (``outcome``, ``failure``); when boxed cannot be reached
+or is overloaded, ``reset`` and ``step`` raise :class:`EnvUnavailable` instead.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import secrets
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor
+from functools import partial
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from exec_server.client import BoxedError, BoxedHTTPError, Client, Session
+from exec_server.client import BoxedError, BoxedHTTPError, BoxedUnavailable, Client, Session
+from exec_server.models import FailureInfo
 from scorer.equivalence import verify
+from scorer.outcome import Failure, FailureCode, OutcomeKind
+from scorer.verdict import DEFAULT_TIMEOUT
 
+from . import frames
+from .failures import EnvUnavailable, failure_of, grader_failure, retry_after_of
 from .models import CodeAction, CodeObservation, CodeState, Task
+
+log = logging.getLogger("boxed.openenv")
+
+# Answers to a session call that say it did not run (boxed was overloaded): the session is
+# intact, and the step may be sent again.
+_NOT_RUN = frozenset({429, 503})
+
+
+def failed(failure: Failure, error: str, status: str = "lost") -> CodeObservation:
+    """The observation of a step that is not the code's doing: no reward, the episode over."""
+    return CodeObservation(
+        status=status,
+        error=error,
+        done=True,
+        reward=None,
+        outcome=failure.outcome,
+        failure=FailureInfo(code=failure.code, retryable=failure.retryable),
+    )
 
 
 class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
@@ -21,18 +55,30 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
 
     ``openenv-core`` makes one per WebSocket (an episode per socket), and one per HTTP
     ``/reset`` or ``/step`` request: a ``step()`` without ``reset()`` opens a session of its
-    own, which ``close()`` deletes."""
+    own, which ``close()`` deletes. ``executor``: where the server runs the blocking calls to
+    boxed (default: the event loop's); ``grade_timeout``: seconds one answer check may take
+    (the scorer's; past it the grade is no reward, ``grader_timeout``)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, client: Client | None = None, **session_limits: Any) -> None:
+    def __init__(
+        self,
+        client: Client | None = None,
+        executor: Executor | None = None,
+        *,
+        grade_timeout: float = DEFAULT_TIMEOUT,
+        **session_limits: Any,
+    ) -> None:
         super().__init__()
         self._client = client or Client()
         self._owns_client = client is None
+        self._executor = executor
+        self._grade_timeout = grade_timeout
         self._limits = session_limits
         self._session: Session | None = None
         self._task: Task | None = None
         self._state = CodeState()
+        self._end: CodeObservation | None = None  # the step that ended the episode
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(
@@ -50,19 +96,19 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
     ) -> CodeObservation:
         self._close_session()
         self._task = Task.model_validate(task) if task is not None else None
-        session = self._open()
+        self._end = None
         self._state = CodeState(
             episode_id=episode_id or uuid.uuid4().hex,
-            session_id=session.id,
             task_id=self._task.id if self._task else None,
         )
+        self._open()
         return CodeObservation(prompt=self._task.prompt if self._task else None)
 
     def step(
         self, action: CodeAction, timeout_s: float | None = None, **kwargs: Any
     ) -> CodeObservation:
         if self._state.done:
-            return CodeObservation(status="lost", done=True, reward=0.0, error="episode is over")
+            return self._after_end()
         session = self._session or self._open()
         self._state.step_count += 1
         if not action.code and action.answer is None:
@@ -70,19 +116,48 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         obs = CodeObservation(status="answered", reward=0.0)
         if action.code:
             obs = self._run(session, action.code, action.timeout or timeout_s)
-        if action.answer is not None and obs.status != "lost":
-            obs.correct, obs.reward = self._grade(action.answer)
-            obs.done = True
-        self._state.done = obs.done
+        if action.answer is not None and obs.outcome == OutcomeKind.CODE and obs.status != "lost":
+            obs = self._graded(obs, action.answer)
+        if obs.done:
+            self._finish(obs)
         return obs
 
+    # -- async entry points: openenv-core's server calls these on its event loop ---------------
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> CodeObservation:
+        return await self._off_loop(
+            partial(self.reset, seed=seed, episode_id=episode_id, task=task, **kwargs)
+        )
+
+    async def step_async(
+        self, action: CodeAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> CodeObservation:
+        return await self._off_loop(partial(self.step, action, timeout_s=timeout_s, **kwargs))
+
+    async def _off_loop(self, call: Callable[[], CodeObservation]) -> CodeObservation:
+        """``call`` in a thread (it blocks on boxed); an :class:`EnvUnavailable` it raises is
+        noted for the WebSocket's error message, in this connection's context."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        except EnvUnavailable as exc:
+            log.warning("boxed could not act (%s): %s", exc.failure.code, exc.detail)
+            frames.note(exc)
+            raise
+
+    # -- the steps -------------------------------------------------------------------------
     def _run(self, session: Session, code: str, timeout: float | None) -> CodeObservation:
         try:
             result = session.execute(code, timeout=timeout)
-        except BoxedHTTPError as exc:  # 410: the session is lost or expired
-            return CodeObservation(status="lost", error=exc.message, done=True, reward=0.0)
         except BoxedError as exc:
-            return CodeObservation(status="lost", error=str(exc), done=True, reward=0.0)
+            return self._call_failed(exc)
+        failure = None if result.failure is None else Failure.of(result.failure.code)
+        if result.outcome != OutcomeKind.CODE and failure is not None:
+            return failed(failure, result.session_lost or result.reason or "the call failed")
         return CodeObservation(
             stdout=result.stdout,
             stderr=result.stderr,
@@ -94,32 +169,91 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
             reward=0.0,
         )
 
-    def _grade(self, answer: str) -> tuple[bool, float]:
-        """(correct, reward) of a final answer: the scorer against the gold, or the task's
-        tests run after it in a fresh sandbox. No task: nothing to grade against."""
+    def _call_failed(self, exc: BoxedError) -> CodeObservation:
+        """The step of a session call boxed did not answer with a result. A 410 (the session
+        is gone) ends the episode; a refusal before the call ran (overload) keeps the session
+        and raises; no answer at all (the call may have run) ends it and raises."""
+        failure = failure_of(exc)
+        detail = exc.message if isinstance(exc, BoxedHTTPError) else str(exc)
+        if failure is None:  # the session's own code ended it, in an answer we never saw
+            return CodeObservation(status="lost", error=detail, done=True, reward=0.0)
+        if isinstance(exc, BoxedHTTPError) and exc.status_code in _NOT_RUN:
+            raise EnvUnavailable(detail, failure, retry_after_of(exc)) from exc
+        if isinstance(exc, BoxedUnavailable) or failure.code == FailureCode.SERVICE_UNREACHABLE:
+            self._finish(failed(failure, detail))
+            raise EnvUnavailable(detail, failure, retry_after_of(exc)) from exc
+        return failed(failure, detail)
+
+    def _graded(self, obs: CodeObservation, answer: str) -> CodeObservation:
+        """``obs`` with the final answer's grade: the reward, or no reward when the grading
+        failed (the grader could not decide, or boxed could not run the tests)."""
+        try:
+            correct, failure = self._grade(answer)
+        except BoxedError as exc:
+            correct, failure = None, failure_of(exc) or Failure.of(FailureCode.INTERNAL_ERROR)
+        if failure is not None:
+            return failed(failure, f"the answer could not be graded ({failure.code})", obs.status)
+        obs.correct, obs.reward, obs.done = correct, 1.0 if correct else 0.0, True
+        return obs
+
+    def _grade(self, answer: str) -> tuple[bool | None, Failure | None]:
+        """(correct, failure) of a final answer: the scorer against the gold, or the task's
+        tests run after it in a fresh sandbox. No task: nothing to grade against (wrong)."""
         task = self._task
         if task is None or (task.answer is None and task.tests is None):
-            return False, 0.0
+            return False, None
         if task.answer is not None:
-            correct = verify(answer, task.answer).correct
-        else:
-            # The tests passed only if the program got past them: its last line is a token
-            # chosen now, which an answer that exits early (os._exit(0)) never prints.
-            token = secrets.token_hex(16)
-            program = f"{answer}\n\n{task.tests}\n\nprint({token!r})\n"
-            result = self._client.execute(program)
-            lines = result.stdout.splitlines()
-            correct = result.status == "ok" and bool(lines) and lines[-1] == token
-        return correct, 1.0 if correct else 0.0
+            verdict = verify(answer, task.answer, timeout=self._grade_timeout)
+            failure = grader_failure(verdict)
+            return (None, failure) if failure is not None else (verdict.correct, None)
+        # The tests passed only if the program got past them: its last line is a token
+        # chosen now, which an answer that exits early (os._exit(0)) never prints.
+        token = secrets.token_hex(16)
+        program = f"{answer}\n\n{task.tests}\n\nprint({token!r})\n"
+        result = self._client.execute(program)
+        if result.outcome != OutcomeKind.CODE and result.failure is not None:
+            return None, Failure.of(result.failure.code)
+        lines = result.stdout.splitlines()
+        return result.status == "ok" and bool(lines) and lines[-1] == token, None
 
+    def _finish(self, obs: CodeObservation) -> None:
+        """End the episode with ``obs``. A session the infrastructure lost is forgotten, not
+        deleted: boxed has let it go already, or cannot be reached to (it expires it)."""
+        self._state.done = True
+        self._end = obs
+        if obs.outcome == OutcomeKind.INFRASTRUCTURE and obs.status == "lost":
+            self._session = None
+
+    def _after_end(self) -> CodeObservation:
+        """A step after the episode ended: nothing runs. No reward again when the episode
+        ended as a failure that was not the code's; else 0."""
+        end = self._end
+        error = "episode is over"
+        if end is None or end.outcome == OutcomeKind.CODE or end.failure is None:
+            return CodeObservation(status="lost", done=True, reward=0.0, error=error)
+        failure = Failure(end.failure.code, end.failure.retryable)
+        return failed(failure, f"{error}: {end.error}" if end.error else error)
+
+    # -- the session -----------------------------------------------------------------------
     @property
     def state(self) -> CodeState:
         return self._state
 
     def _open(self) -> Session:
-        self._session = self._client.session(**self._limits).open()
-        self._state.session_id = self._session.id
-        return self._session
+        """A new session for the episode; :class:`EnvUnavailable` when boxed cannot give one
+        (unreachable, overloaded, no sandbox)."""
+        session = self._client.session(**self._limits)
+        try:
+            session.open()
+        except BoxedError as exc:
+            failure = failure_of(exc) or Failure.of(FailureCode.INTERNAL_ERROR)
+            detail = exc.message if isinstance(exc, BoxedHTTPError) else str(exc)
+            raise EnvUnavailable(
+                f"boxed gave no session: {detail}", failure, retry_after_of(exc)
+            ) from exc
+        self._session = session
+        self._state.session_id = session.id
+        return session
 
     def _close_session(self) -> None:
         session, self._session = self._session, None

@@ -5,6 +5,9 @@ from __future__ import annotations
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field
 
+from exec_server.models import OUTCOME_DOC, FailureInfo
+from scorer.outcome import OutcomeKind
+
 
 class CodeAction(Action):
     """One step: code to run in the session, and/or the final answer (graded, ends the
@@ -19,7 +22,8 @@ class CodeAction(Action):
 
 
 class CodeObservation(Observation):
-    """What the step's code did (boxed's verdict), or the task at reset."""
+    """What the step's code did (boxed's verdict), or the task at reset. ``reward`` is None
+    (no reward: mask the sample) whenever ``outcome`` is not ``"code"``."""
 
     stdout: str = ""
     stderr: str = ""
@@ -27,13 +31,22 @@ class CodeObservation(Observation):
     status: str = Field(
         default="ready",
         description="boxed's verdict (ok, error, timeout, memory_limit, output_limit); "
-        "'ready' after reset, 'answered' after a final answer alone, 'lost' once the "
-        "session is gone.",
+        "'ready' after reset (and after a step with nothing to do), 'answered' after a final "
+        "answer alone, 'lost' when the session is gone (see outcome and failure for whose "
+        "doing) and for every step after the episode ended.",
     )
     reason: str | None = Field(default=None, description="Why a limit ended the run.")
     error: str | None = Field(default=None, description="What went wrong with the step.")
     prompt: str | None = Field(default=None, description="The task's prompt (at reset).")
-    correct: bool | None = Field(default=None, description="The final answer's grade.")
+    correct: bool | None = Field(
+        default=None,
+        description="The final answer's grade (None: not graded, or the grader could not decide).",
+    )
+    outcome: OutcomeKind = Field(default=OutcomeKind.CODE, description=OUTCOME_DOC)
+    failure: FailureInfo | None = Field(
+        default=None,
+        description="Why the step is not the code's verdict (code and retryable); null when it is.",
+    )
 
 
 class CodeState(State):

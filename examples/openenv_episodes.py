@@ -9,6 +9,11 @@ printing the [START]/[STEP]/[END] lines an OpenEnv inference script prints:
 The policy runs code in the episode's session over several steps (state is kept), reads its
 output, and submits a final answer in the action's ``answer`` field: the reward is the
 scorer's grade of that answer, never anything the code prints.
+
+Each ``[STEP]`` line carries the step's ``outcome`` (and ``failure`` code). A step that is not
+the code's result (a lost sandbox, boxed unreachable, a grader that could not decide) logs
+``reward=null`` and ends its episode with ``success=null score=null``: a trainer masks it,
+it never pays 0 for it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from boxed_openenv import CodeAction, CodeObservation
+from boxed_openenv import CodeAction, CodeObservation, EnvUnavailable
 from boxed_openenv.client import BoxedEnvClient
 
 ENV = "boxed_code"
@@ -92,28 +97,58 @@ def one_line(action: CodeAction) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
+def number(value: float | None, digits: int = 2) -> str:
+    """A reward as logged: ``null`` for no reward."""
+    return "null" if value is None else f"{value:.{digits}f}"
+
+
+def step_line(n: int, action: CodeAction, obs: CodeObservation) -> str:
+    failure = obs.failure.code.value if obs.failure is not None else "null"
+    done = "true" if obs.done else "false"
+    return (
+        f"[STEP] step={n} action={one_line(action)} reward={number(obs.reward)} done={done} "
+        f"outcome={obs.outcome.value} failure={failure} error={obs.error or 'null'}"
+    )
+
+
+def unavailable(exc: EnvUnavailable) -> CodeObservation:
+    """The step boxed could not take, as the log shows it: no reward, the episode over."""
+    return CodeObservation(
+        status="lost",
+        error=exc.detail.replace("\n", " "),
+        done=True,
+        reward=None,
+        outcome=exc.outcome,
+        failure={"code": exc.failure.code, "retryable": exc.failure.retryable},
+    )
+
+
 def play(env: BoxedEnvClient, episode: Episode) -> None:
     print(f"[START] task={episode.task['id']} env={ENV} model={MODEL}", flush=True)
-    result = env.reset(task=episode.task)
-    rewards: list[float] = []
+    rewards: list[float | None] = []
+    try:
+        obs = env.reset(task=episode.task).observation
+    except EnvUnavailable as exc:  # no session: the episode never started, nothing to pay
+        obs = unavailable(exc)
     for n, policy in enumerate(episode.steps, 1):
-        action = policy(result.observation)
-        result = env.step(action)
-        reward = float(result.reward or 0.0)
-        rewards.append(reward)
-        error = result.observation.error or "null"
-        done = "true" if result.done else "false"
-        print(
-            f"[STEP] step={n} action={one_line(action)} reward={reward:.2f} done={done} "
-            f"error={error}",
-            flush=True,
-        )
-        if result.done:
+        if obs.done:
             break
-    success = "true" if result.observation.correct else "false"
-    score = rewards[-1] if rewards else 0.0
-    listed = ",".join(f"{r:.2f}" for r in rewards)
-    print(f"[END] success={success} steps={len(rewards)} score={score:.3f} rewards={listed}")
+        action = policy(obs)
+        try:
+            obs = env.step(action).observation
+        except EnvUnavailable as exc:
+            obs = unavailable(exc)
+        rewards.append(obs.reward)
+        print(step_line(n, action, obs), flush=True)
+    masked = obs.outcome.value != "code"
+    success = "null" if masked else ("true" if obs.correct else "false")
+    score = None if masked else (rewards[-1] if rewards else 0.0)
+    listed = ",".join(number(r) for r in rewards)
+    print(
+        f"[END] success={success} steps={len(rewards)} score={number(score, 3)} "
+        f"rewards={listed} outcome={obs.outcome.value}",
+        flush=True,
+    )
 
 
 def main() -> None:

@@ -302,6 +302,12 @@ def summary_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+def _episode_notes(stats: dict[str, Any]) -> str:
+    """Incomplete and masked (no reward: not the code's result) episodes, when there are."""
+    notes = [f"{stats[k]} {k}" for k in ("incomplete", "masked") if stats.get(k)]
+    return f"({', '.join(notes)})" if notes else ""
+
+
 def openenv_table(summary: dict[str, Any]) -> Table:
     """The human-readable per-task table of OpenEnv episodes."""
     table = Table(box=box.SIMPLE, show_edge=False)
@@ -324,7 +330,7 @@ def openenv_table(summary: dict[str, Any]) -> Table:
             _fmt(s["mean_score"]),
             _fmt(s["mean_steps"]),
             str(s["errors"]),
-            f"({s['incomplete']} incomplete)" if s["incomplete"] else "",
+            _episode_notes(s),
         )
 
     for task, s in summary["tasks"].items():

@@ -6,7 +6,11 @@ An inference script prints, per episode::
     [STEP] step=1 action=read_file('a.py') reward=0.00 done=false error=null
     [END] success=true steps=1 score=0.850 rewards=0.00
 
-Other lines (debug prints) are skipped. Values may hold spaces (``action=fallback script``) and
+Other lines (debug prints) are skipped. A step whose result is not the code's (boxed's OpenEnv
+environment: a lost sandbox, an unreachable service, a grader that could not decide) logs
+``reward=null`` and ``outcome=infrastructure`` (or ``grader``) with its ``failure`` code, and
+its episode ``success=null score=null outcome=...``: such an episode is *masked*, counted apart
+and never as a failure. Values may hold spaces (``action=fallback script``) and
 ``=`` (``action=EXTRACT:facts=3``): a line is split only at its tag's known keys, first
 occurrence each. An episode without ``[END]`` is reported as incomplete, never dropped.
 """
@@ -20,9 +24,10 @@ from typing import Any
 
 _KEYS: dict[str, tuple[str, ...]] = {
     "START": ("task", "env", "model"),
-    "STEP": ("step", "action", "reward", "done", "error", "reasoning"),
-    "END": ("success", "steps", "score", "rewards"),
+    "STEP": ("step", "action", "reward", "done", "outcome", "failure", "error", "reasoning"),
+    "END": ("success", "steps", "score", "rewards", "outcome"),
 }
+_MASKED = {"infrastructure", "grader"}  # outcomes that pay no reward (scorer.outcome)
 _TAG = re.compile(r"^\s*\[(START|STEP|END)\]\s?(.*)$")
 _NULLS = {"", "null", "none", "nil"}
 _TRUE = {"true", "1", "yes"}
@@ -33,7 +38,9 @@ _SNIFF_LINES = 50
 @dataclass
 class Episode:
     """One ``[START]``..``[END]`` block. ``steps`` and ``rewards`` come from ``[END]`` when it
-    has them, else from the ``[STEP]`` lines; ``errors`` counts steps whose ``error`` is set."""
+    has them, else from the ``[STEP]`` lines; ``errors`` counts steps whose ``error`` is set.
+    ``outcome`` is the ``[END]``'s, else the last step's (None in logs that give none);
+    ``failure`` the first failure code a step gave; a reward of None is no reward."""
 
     line: int
     task: str | None = None
@@ -42,8 +49,10 @@ class Episode:
     success: bool | None = None
     steps: int | None = None
     score: float | None = None
-    rewards: list[float] = field(default_factory=list)
+    rewards: list[float | None] = field(default_factory=list)
     errors: int = 0
+    outcome: str | None = None
+    failure: str | None = None
     error_messages: list[str] = field(default_factory=list)
     complete: bool = False
     step_lines: int = 0
@@ -52,6 +61,11 @@ class Episode:
         row = asdict(self)
         row.pop("step_lines")
         return row
+
+    @property
+    def masked(self) -> bool:
+        """Its result is not the code's: no reward, neither a success nor a failure."""
+        return self.outcome in _MASKED
 
 
 def looks_like_openenv(head_lines: Iterable[str]) -> bool:
@@ -101,6 +115,10 @@ def _bool(value: str) -> bool | None:
     return None
 
 
+def _is_null(value: str) -> bool:
+    return value.strip().lower() in _NULLS
+
+
 def _float(value: str) -> float | None:
     try:
         return float(value)
@@ -140,10 +158,15 @@ def parse_log(lines: Iterable[str]) -> tuple[list[Episode], list[tuple[int, str]
         if tag == "STEP":
             current.step_lines += 1
             reward = _float(fields.get("reward", ""))
-            if reward is None:
+            if reward is None and not _is_null(fields.get("reward", "")):
                 problems.append((n, f"[STEP] reward is not a number: {fields.get('reward')!r}"))
-            else:
-                current.rewards.append(reward)
+            elif "reward" in fields:
+                current.rewards.append(reward)  # None: no reward (masked)
+            if "outcome" in fields:
+                current.outcome = fields["outcome"].strip().lower()
+            failure = fields.get("failure", "null")
+            if not _is_null(failure) and current.failure is None:
+                current.failure = failure.strip()
             error = fields.get("error", "null")
             if error.strip().lower() not in _NULLS:
                 current.errors += 1
@@ -151,20 +174,23 @@ def parse_log(lines: Iterable[str]) -> tuple[list[Episode], list[tuple[int, str]
             continue
         # END
         current.complete = True
+        if "outcome" in fields:
+            current.outcome = fields["outcome"].strip().lower()
         success = _bool(fields.get("success", ""))
-        if success is None:
+        if success is None and not (current.masked and _is_null(fields.get("success", ""))):
             problems.append((n, f"[END] success is not true/false: {fields.get('success')!r}"))
         current.success = success
         if "steps" in fields:
             current.steps = _int(fields["steps"])
         if "score" in fields:
             current.score = _float(fields["score"])
-            if current.score is None:
+            if current.score is None and not _is_null(fields["score"]):
                 problems.append((n, f"[END] score is not a number: {fields['score']!r}"))
         if "rewards" in fields and fields["rewards"].strip():
-            parsed = [_float(r) for r in fields["rewards"].split(",") if r.strip()]
-            if all(r is not None for r in parsed):
-                current.rewards = [r for r in parsed if r is not None]
+            values = [r for r in fields["rewards"].split(",") if r.strip()]
+            parsed = [_float(r) for r in values]
+            if all(p is not None or _is_null(r) for p, r in zip(parsed, values, strict=True)):
+                current.rewards = parsed
             else:
                 problems.append((n, f"[END] rewards are not numbers: {fields['rewards']!r}"))
         current = None
@@ -181,12 +207,13 @@ def _mean(values: list[float]) -> float | None:
 
 
 def summarize_episodes(episodes: list[Episode]) -> dict[str, Any]:
-    """Per task and overall: episodes, success rate (over complete episodes), mean score (over
-    episodes that logged one), mean steps, step errors, incomplete episodes."""
+    """Per task and overall: episodes, success rate (over complete episodes whose result is
+    the code's), mean score (over episodes that logged one), mean steps, step errors,
+    incomplete episodes, and masked ones (a failure that is not the code's: no reward)."""
 
     def stats(eps: list[Episode]) -> dict[str, Any]:
         complete = [e for e in eps if e.complete]
-        judged = [e for e in complete if e.success is not None]
+        judged = [e for e in complete if e.success is not None and not e.masked]
         return {
             "episodes": len(eps),
             "success_rate": _mean([1.0 if e.success else 0.0 for e in judged]),
@@ -194,6 +221,7 @@ def summarize_episodes(episodes: list[Episode]) -> dict[str, Any]:
             "mean_steps": _mean([float(e.steps or 0) for e in eps]),
             "errors": sum(e.errors for e in eps),
             "incomplete": len(eps) - len(complete),
+            "masked": sum(e.masked for e in eps),
         }
 
     tasks: dict[str, list[Episode]] = {}
