@@ -307,3 +307,35 @@ def test_openenv_stray_lines_are_problems() -> None:
         + ["[STEP] step=1 action=a reward=oops done=true error=null", "[END] success=maybe"]
     )
     assert [n for n, _ in problems] == [1, 3, 4]
+
+
+def test_openenv_masked_episodes_are_neither_successes_nor_failures() -> None:
+    lines = [
+        "[START] task=t env=boxed_code model=m",
+        "[STEP] step=1 action=x = 1 reward=0.00 done=false outcome=code failure=null error=null",
+        "[STEP] step=2 action=print(x) reward=null done=true outcome=infrastructure "
+        "failure=session_lost error=session abc is lost: its sandbox failed",
+        "[END] success=null steps=2 score=null rewards=0.00,null outcome=infrastructure",
+        "[START] task=t env=boxed_code model=m",
+        "[STEP] step=1 action=answer('2') reward=0.00 done=true outcome=code failure=null "
+        "error=null",
+        "[END] success=false steps=1 score=0.000 rewards=0.00 outcome=code",
+    ]
+    episodes, problems = parse_log(lines)
+    assert problems == []
+    lost, wrong = episodes
+    assert (lost.masked, lost.outcome, lost.failure, lost.success, lost.score) == (
+        True,
+        "infrastructure",
+        "session_lost",
+        None,
+        None,
+    )
+    assert lost.rewards == [0.0, None] and lost.error_messages == [
+        "session abc is lost: its sandbox failed"
+    ]
+    assert not wrong.masked and wrong.success is False
+    s = summarize_episodes(episodes)
+    assert (s["masked"], s["success_rate"], s["mean_score"]) == (1, 0.0, 0.0)
+    _, problems = parse_log(["[START] task=t", "[END] success=null outcome=code"])
+    assert problems == [(2, "[END] success is not true/false: 'null'")]  # the code's: a grade
