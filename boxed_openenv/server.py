@@ -21,10 +21,12 @@ import uvicorn
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse
 from openenv.core.env_server import create_app as openenv_app
+from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
 from exec_server.client import Client
-from exec_server.models import ErrorResponse, FailureInfo
+from exec_server.models import ErrorResponse, FailureInfo, FieldError
+from scorer.outcome import Failure, FailureCode
 
 from .environment import BoxedCodeEnvironment
 from .failures import EnvUnavailable
@@ -80,6 +82,8 @@ def create_app(
         factory, CodeAction, CodeObservation, env_name="boxed_code", max_concurrent_envs=max_envs
     )
     app.add_exception_handler(EnvUnavailable, unavailable)  # type: ignore[arg-type]
+    app.add_exception_handler(ValidationError, invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(WebSocketDisconnect, peer_gone)  # type: ignore[arg-type]
     app.add_middleware(FailureFrames)
     return app
@@ -95,6 +99,28 @@ async def unavailable(request: Request, exc: EnvUnavailable) -> JSONResponse:
     )
     headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
     return JSONResponse(body.model_dump(mode="json"), status_code=503, headers=headers)
+
+
+async def invalid(request: Request, exc: ValidationError) -> JSONResponse:
+    """A ``reset`` task that is not a :class:`Task`: the caller's mistake (422)."""
+    errors = [
+        FieldError(loc=["body", "task", *e["loc"]], msg=e["msg"], type=e["type"])
+        for e in exc.errors()
+    ]
+    body = ErrorResponse(detail=f"invalid task: {errors[0].msg}", errors=errors)
+    return JSONResponse(body.model_dump(mode="json"), status_code=422)
+
+
+async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """Any other failure of the server (a bug): 500 with the same body, never plain text
+    (Starlette still logs the traceback)."""
+    failure = Failure.of(FailureCode.INTERNAL_ERROR)
+    body = ErrorResponse(
+        detail=f"the environment failed: {type(exc).__name__}",
+        outcome=failure.outcome,
+        failure=FailureInfo(code=failure.code, retryable=failure.retryable),
+    )
+    return JSONResponse(body.model_dump(mode="json"), status_code=500)
 
 
 async def peer_gone(websocket: WebSocket, exc: WebSocketDisconnect) -> None:

@@ -194,6 +194,9 @@ def test_http_reset_and_step_build_a_fresh_environment_per_request(
         assert "NameError" in again["observation"]["stderr"]  # a fresh environment
         bad = http.post("/step", json={"action": {"code": "1", "cmd": "x"}})
         assert bad.status_code == 422
+        bad_task = http.post("/reset", json={"task": {"prompt": "p", "gold": "1"}})
+        assert bad_task.status_code == 422 and bad_task.json()["outcome"] is None
+        assert bad_task.json()["errors"][0]["loc"] == ["body", "task", "gold"]
         schema = http.get("/schema").json()
         assert {"code", "answer", "timeout"} <= set(schema["action"]["properties"])
         assert {"stdout", "stderr", "exit_code", "status"} <= set(
