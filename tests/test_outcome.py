@@ -11,6 +11,7 @@ def test_grader_codes_are_the_graders_and_the_rest_are_infrastructure() -> None:
     assert {c for c in FailureCode if KIND[c] is OutcomeKind.GRADER} == {
         FailureCode.GRADER_TIMEOUT,
         FailureCode.GRADER_ERROR,
+        FailureCode.GRADER_BAD_INPUT,
     }
     assert all(kind is not OutcomeKind.CODE for kind in KIND.values())
 
