@@ -99,6 +99,26 @@ def make_reward(
     return reward
 
 
+def masked_sum(primary: RewardFunc, *others: RewardFunc) -> RewardFunc:
+    """One reward function: ``primary`` plus ``others`` per sample, and ``None`` wherever
+    ``primary`` is ``None``. TRL masks a sample only when EVERY reward function returns
+    ``None`` for it (with one number left, the missing reward counts as 0.0 in TRL's
+    ``nansum``), so a format reward next to boxed's would turn a grader failure back into a
+    wrong answer; summed here, the sample stays masked."""
+
+    def summed(*args: Any, **kwargs: Any) -> list[float | None]:
+        base = primary(*args, **kwargs)
+        extra = [other(*args, **kwargs) for other in others]
+        out: list[float | None] = []
+        for i, value in enumerate(base):
+            parts = [value, *(rewards[i] for rewards in extra)]
+            out.append(None if value is None else sum(p for p in parts if p is not None))
+        return out
+
+    summed.__name__ = "+".join(f.__name__ for f in (primary, *others))
+    return summed
+
+
 reward = make_reward("binary")
 """Binary reward: 1.0 for a right boxed answer, 0.0 for a wrong one, None when ungradable."""
 

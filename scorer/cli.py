@@ -311,7 +311,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_row("timeouts", str(summary["timeouts"]), "")
     table.add_row("errors", str(summary["errors"]), "")
     table.add_row("wrong answers", str(summary["status_counts"]["incorrect"]), "")
-    table.add_row("masked", str(summary["masked"]), "no reward (grader failed, bad record)")
+    table.add_row("masked", str(summary["masked"]), "no reward")
     if "pass_at_k" in summary:
         ks = "  ".join(f"pass@{k} {v:.4f}" for k, v in summary["pass_at_k"].items())
         table.add_row("groups", str(summary["groups"]), ks)

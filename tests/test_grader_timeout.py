@@ -154,3 +154,15 @@ def test_trl_versions_that_turn_none_into_zero_are_told_apart() -> None:
     trl_reward = _trl_example()
     assert trl_reward.trl_drops_none("1.5.1") is False  # None -> NaN -> nansum: 0.0
     assert trl_reward.trl_drops_none("1.6.0") is True  # huggingface/trl#5902
+
+
+def test_masked_sum_keeps_a_grader_timeout_masked_beside_another_reward() -> None:
+    trl_reward = _trl_example()
+
+    def length_bonus(completions: list[str], **kwargs: Any) -> list[float]:
+        return [0.25 for _ in completions]
+
+    combined = trl_reward.masked_sum(trl_reward.make_reward(timeout=TIMEOUT), length_bonus)
+    completions = [SLOW["response"], "\\boxed{4}", "\\boxed{5}"]
+    got = combined(completions=completions, answer=[SLOW["answer"], "4", "4"])
+    assert got == [None, 1.25, 0.25]
