@@ -28,3 +28,14 @@ def test_wire_fields_of_a_failure() -> None:
     }
     assert Failure.of("session_lost").retryable is False
     assert FailureCode.SESSION_LOST not in RETRYABLE
+
+
+def test_docs_failures_table_lists_every_code() -> None:
+    """docs/failures.md is the table of the codes: one row per code, no more."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "failures.md").read_text()
+    section = doc.split("## Every failure code", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
+    assert sorted(rows) == sorted(code.value for code in FailureCode)
