@@ -10,8 +10,10 @@ boxed's ``POST /judge`` (compile once, every test in a fresh process, per-test v
 per problem (``{"fn_name": ..., "tests": [{"args", "expected"}]}`` for LiveCodeBench's
 call-based problems). The code is the last fenced block of the completion (the whole text when
 there is none). A completion gets ``passed / total``; a compile error is 0.0. When the
-*service* fails (down, overloaded past the client's retries) the completion gets ``None``:
-no reward, never a zero that would teach the model that its right program was wrong.
+*service* fails (down, overloaded past the client's retries), or answers with an ``outcome``
+other than ``"code"`` (the verdict is not the program's, docs/failures.md), the completion
+gets ``None``: no reward, never a zero that would teach the model that its right program was
+wrong. docs/trl.md says which TRL versions honour that ``None``.
 
 Within a GRPO group many completions are byte-identical: ``cache=True`` (the default here)
 judges each distinct program once. Only sound for deterministic programs (docs/judging.md).
@@ -80,6 +82,8 @@ def make_code_reward(
             return None
         except BoxedError:
             return None  # the service failed: no reward rather than a wrong one
+        if result.outcome != "code":
+            return None  # an answer, but not the program's verdict: no reward either
         return result.pass_rate
 
     def code_reward(

@@ -327,10 +327,11 @@ class ScoreRequest(BaseModel):
 
     preset: str | None = Field(default=None, description="'binary' (default) or 'interleaved'.")
     timeout: float | None = Field(default=None, description="Seconds per answer check.")
-    rewards: dict[str, float] | list[Any] | None = Field(
+    rewards: dict[str, float | None] | list[Any] | None = Field(
         default=None,
         description="Overrides: correct_reward, wrong_reward, format_reward, tool_bonus, "
-        "timeout_reward (a list is a trace's own per-step rewards, not settings).",
+        "timeout_reward (null or absent: a grader timeout has no reward; a list is a trace's "
+        "own per-step rewards, not settings).",
     )
 
 
@@ -343,10 +344,10 @@ class ScoreBatchRequest(BaseModel):
     items: list[Any] = Field(description="Trajectory records, each as ScoreRequest.")
     preset: str | None = Field(default=None, description="'binary' (default) or 'interleaved'.")
     timeout: float | None = Field(default=None, description="Seconds per answer check.")
-    rewards: dict[str, float] | None = Field(
+    rewards: dict[str, float | None] | None = Field(
         default=None,
         description="Overrides: correct_reward, wrong_reward, format_reward, tool_bonus, "
-        "timeout_reward.",
+        "timeout_reward (null or absent: a grader timeout has no reward).",
     )
 
 

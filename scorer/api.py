@@ -50,10 +50,10 @@ class ScoreBatchRequest(BaseModel):
     items: list[dict[str, Any]] = Field(max_length=MAX_BATCH_ITEMS)
     preset: str | None = Field(default=None, description="'binary' (default) or 'interleaved'")
     timeout: float | None = Field(default=None, description="Seconds per answer check.")
-    rewards: dict[str, float] | None = Field(
+    rewards: dict[str, float | None] | None = Field(
         default=None,
         description="Overrides: correct_reward, wrong_reward, format_reward, tool_bonus, "
-        "timeout_reward.",
+        "timeout_reward (null or absent: a grader timeout has no reward).",
     )
 
 

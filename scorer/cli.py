@@ -50,7 +50,17 @@ from scorer.verdict import DEFAULT_TIMEOUT
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-_SUMMARY_KEYS = ("status", "reward", "tool_calls", "format", "index", "file", "line", "group")
+_SUMMARY_KEYS = (
+    "status",
+    "reward",
+    "failure",
+    "tool_calls",
+    "format",
+    "index",
+    "file",
+    "line",
+    "group",
+)
 _SNIFF = 50
 
 
@@ -234,7 +244,11 @@ def _build_parser() -> argparse.ArgumentParser:
         ("--wrong-reward", "a wrong or missing answer"),
         ("--format-reward", "a format error (interleaved)"),
         ("--tool-bonus", "added to a right answer after an answered tool call"),
-        ("--timeout-reward", "an answer check that timed out (default: the wrong reward)"),
+        (
+            "--timeout-reward",
+            "an answer check that timed out (default: none, the row is masked: the grader "
+            "failed, not the model)",
+        ),
     ):
         grade.add_argument(flag, type=float, default=None, metavar="X", help=f"reward for {what}")
 
@@ -296,6 +310,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_row("tool use", _fmt(summary["tool_use_rate"], pct=True), "")
     table.add_row("timeouts", str(summary["timeouts"]), "")
     table.add_row("errors", str(summary["errors"]), "")
+    table.add_row("wrong answers", str(summary["status_counts"]["incorrect"]), "")
+    table.add_row("masked", str(summary["masked"]), "no reward")
     if "pass_at_k" in summary:
         ks = "  ".join(f"pass@{k} {v:.4f}" for k, v in summary["pass_at_k"].items())
         table.add_row("groups", str(summary["groups"]), ks)

@@ -3,7 +3,9 @@
 The CLI and the HTTP routes (``scorer.api``) share this module, so a row means the same thing
 wherever it was produced; its keys are those of ``scorer.row.GradedRow``. A record that cannot
 be graded (bad JSON, unknown format, no gold, grader crash) becomes one ``error`` row with a
-message; it never stops a run.
+message; it never stops a run. Every row says whose result it is (``outcome``/``failure``, see
+:mod:`scorer.outcome`): a row the grader could not decide has no reward, and summaries count
+those masked rows apart from wrong answers.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from scorer.outcome import Failure, FailureCode, outcome_fields
 from scorer.rewards import STATUSES, RewardConfig, VerifyFn, describe, reward_config, score_text
 from scorer.trajectories import Trajectory, parse_record
 from scorer.verdict import DEFAULT_TIMEOUT, Reason
@@ -42,6 +45,13 @@ def _row(**values: Any) -> dict[str, Any]:
     return row
 
 
+BAD_INPUT = Failure.of(FailureCode.GRADER_BAD_INPUT)
+"""A record that holds nothing to grade (bad JSON, unknown format, no gold): fix the data."""
+
+GRADER_BUG = Failure(FailureCode.GRADER_ERROR, retryable=False)
+"""An exception out of the grader's own code: the same record would raise it again."""
+
+
 def error_row(
     message: str,
     *,
@@ -49,8 +59,10 @@ def error_row(
     file: str | None = None,
     line: int | None = None,
     format: str | None = None,
+    failure: Failure = BAD_INPUT,
 ) -> dict[str, Any]:
-    """The row for a record (or rollout) that could not be graded: status ``error``, no reward."""
+    """The row for a record (or rollout) that could not be graded: status ``error``, no reward,
+    and ``failure`` saying why (by default: the record itself)."""
     return _row(
         id=id,
         file=file,
@@ -61,6 +73,7 @@ def error_row(
         reasons=[Reason.ERROR],
         tool_calls=0,
         error=message,
+        **outcome_fields(failure),
     )
 
 
@@ -102,7 +115,8 @@ def grade_trajectory(
                 rollout.text, traj.gold, options.rewards, verify=verify, timeout=options.timeout
             )
         except Exception as e:  # a grader bug must cost one row, not the run
-            row = error_row(f"grader error: {type(e).__name__}: {e}", file=file, line=line)
+            message = f"grader error: {type(e).__name__}: {e}"
+            row = error_row(message, file=file, line=line, failure=GRADER_BUG)
             row.update(base)
             rows.append(row)
             continue
@@ -115,6 +129,7 @@ def grade_trajectory(
                 status=outcome.status,
                 reasons=outcome.reasons,
                 error=outcome.error,
+                **outcome.outcome_fields(),
             )
         )
     return rows
@@ -282,6 +297,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], rewards: RewardConfig | None = 
 
     ``accuracy`` is correct / rows that got a verdict (not ``error``, not ``timeout``): a
     timeout is the grader's failure, not the model's, and is counted under ``timeouts``.
+    ``masked`` counts rows without a reward (a trainer drops them; they are never wrong answers,
+    which ``status_counts["incorrect"]`` counts), ``failures`` the rows per failure code.
     Rates (no answer, format error, tool use) are over rows that are not ``error``.
     ``mean_reward`` is over rows that have a reward. For Atropos groups, ``pass_at_k`` is the
     unbiased estimator averaged over groups, with n = the group's non-error rollouts and c =
@@ -296,6 +313,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], rewards: RewardConfig | None = 
     correct = status["correct"]
     rewards_seen = [float(r["reward"]) for r in rows if r.get("reward") is not None]
     tool_users = sum(1 for r in rows if r.get("status") != "error" and (r.get("tool_calls") or 0))
+    failures = Counter(str(r["failure"]["code"]) for r in rows if r.get("failure"))
     summary: dict[str, Any] = {
         "count": count,
         "graded": graded,
@@ -307,6 +325,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], rewards: RewardConfig | None = 
         "tool_use_rate": _rate(tool_users, graded),
         "timeouts": timeouts,
         "errors": errors,
+        "masked": sum(1 for r in rows if r.get("reward") is None),
+        "failures": dict(sorted(failures.items())),
         "status_counts": {s: status[s] for s in STATUSES},
         "formats": dict(Counter(str(r["format"]) for r in rows if r.get("format"))),
     }

@@ -42,6 +42,7 @@ class FailureCode(enum.StrEnum):
     # The grader.
     GRADER_TIMEOUT = "grader_timeout"  # the equivalence check ran past its deadline
     GRADER_ERROR = "grader_error"  # the grader itself failed (a crashed worker)
+    GRADER_BAD_INPUT = "grader_bad_input"  # no gradable record: not JSON, no format, no gold
 
 
 KIND: dict[FailureCode, OutcomeKind] = {

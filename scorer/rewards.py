@@ -3,7 +3,10 @@
 A preset fixes which box is the answer and what the format rules are; the reward values are
 overridable. Statuses are exact so a training run can tell a wrong answer from a grader
 problem: ``timeout`` (the equivalence check ran out of time) is never reported as
-``incorrect``.
+``incorrect``, and a grader failure (``timeout``, ``error``) is no reward (``None``, a mask)
+unless the caller explicitly set ``timeout_reward``: a 0 there would teach a model that a right
+answer the grader could not check was wrong. Each result says whose it is with the outcome
+taxonomy of :mod:`scorer.outcome` (``outcome``/``failure``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from scorer.extract import (
     find_boxes,
     mask_tool_blocks,
 )
+from scorer.outcome import Failure, FailureCode, OutcomeKind, outcome_fields
 from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
 Preset = Literal["binary", "interleaved"]
@@ -34,7 +38,8 @@ VerifyFn = Callable[..., Verdict]
 @dataclass(frozen=True)
 class RewardConfig:
     """Reward values of one preset. ``timeout_reward`` is paid when the equivalence check
-    timed out (status ``timeout``); by default it equals ``wrong_reward``."""
+    timed out (status ``timeout``); by default it is ``None``: no reward, the sample is
+    masked, because the grader failed, not the model."""
 
     preset: Preset = "binary"
     correct_reward: float = 1.0
@@ -44,8 +49,9 @@ class RewardConfig:
     timeout_reward: float | None = None
 
     @property
-    def timeout_value(self) -> float:
-        return self.wrong_reward if self.timeout_reward is None else self.timeout_reward
+    def timeout_value(self) -> float | None:
+        """The reward of a grader timeout: ``timeout_reward`` (``None`` unless set)."""
+        return self.timeout_reward
 
 
 _DEFAULTS: dict[str, RewardConfig] = {
@@ -77,8 +83,9 @@ def reward_config(preset: str = "binary", **overrides: float | None) -> RewardCo
 
 
 @dataclass
-class Outcome:
-    """What one trajectory earned. ``reasons`` are stable codes, audit-friendly."""
+class RewardOutcome:
+    """What one trajectory earned. ``reasons`` are stable codes, audit-friendly; ``failure`` is
+    set when the grader, not the model, decided the result (a timeout, a crashed checker)."""
 
     reward: float | None
     status: Status
@@ -86,6 +93,20 @@ class Outcome:
     correct: bool
     reasons: list[str] = field(default_factory=list)
     error: str | None = None
+    failure: Failure | None = None
+
+    @property
+    def outcome(self) -> OutcomeKind:
+        """Whose result this is (the wire field ``outcome``)."""
+        return OutcomeKind.CODE if self.failure is None else self.failure.outcome
+
+    def outcome_fields(self) -> dict[str, Any]:
+        """The wire fields ``outcome`` and ``failure`` of this result."""
+        return outcome_fields(self.failure)
+
+
+Outcome = RewardOutcome
+"""The name this result had before :mod:`scorer.outcome` (whose kinds are ``OutcomeKind``)."""
 
 
 def _answered_call(masked: str) -> bool:
@@ -125,7 +146,7 @@ def _judge(
     verify: VerifyFn,
     timeout: float,
     bonus: bool,
-) -> Outcome:
+) -> RewardOutcome:
     verdict = _check(pred, gold, verify, timeout)
     reasons = [verdict.reason]
     if verdict.correct:
@@ -133,16 +154,21 @@ def _judge(
         if bonus and cfg.tool_bonus:
             reward += cfg.tool_bonus
             reasons.append(Reason.TOOL_BONUS)
-        return Outcome(reward, "correct", pred, True, reasons)
+        return RewardOutcome(reward, "correct", pred, True, reasons)
     if verdict.timed_out:
-        return Outcome(cfg.timeout_value, "timeout", pred, False, reasons, verdict.detail or None)
+        # No verdict on the model: no reward, unless the caller chose a number for this case.
+        failure = Failure.of(FailureCode.GRADER_TIMEOUT)
+        detail = verdict.detail or None
+        return RewardOutcome(cfg.timeout_reward, "timeout", pred, False, reasons, detail, failure)
     if verdict.reason == Reason.ERROR:
         # The checker itself failed (crashed worker): no verdict on the model, so no reward.
-        return Outcome(None, "error", pred, False, reasons, verdict.detail or "verify failed")
+        detail = verdict.detail or "verify failed"
+        crashed = Failure.of(FailureCode.GRADER_ERROR)
+        return RewardOutcome(None, "error", pred, False, reasons, detail, crashed)
     if verdict.reason == Reason.EMPTY:
         # A box with nothing in it once normalised (``\boxed{\quad}``) is no answer.
-        return Outcome(cfg.wrong_reward, "no_answer", pred, False, reasons)
-    return Outcome(cfg.wrong_reward, "incorrect", pred, False, reasons)
+        return RewardOutcome(cfg.wrong_reward, "no_answer", pred, False, reasons)
+    return RewardOutcome(cfg.wrong_reward, "incorrect", pred, False, reasons)
 
 
 def score_binary(
@@ -152,13 +178,13 @@ def score_binary(
     *,
     verify: VerifyFn,
     timeout: float = DEFAULT_TIMEOUT,
-) -> Outcome:
+) -> RewardOutcome:
     """``binary``: the last box after the last ``</think>`` (whole text when there is none);
     right -> ``correct_reward``, anything else -> ``wrong_reward``. ``tool_bonus`` (0 by
     default) is added to a right answer when a tool call anywhere was answered."""
     pred = extract_answer(text, which="last", only_after_think=True)
     if pred is None:
-        return Outcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
+        return RewardOutcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
     return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(mask_tool_blocks(text)))
 
 
@@ -169,7 +195,7 @@ def score_interleaved(
     *,
     verify: VerifyFn,
     timeout: float = DEFAULT_TIMEOUT,
-) -> Outcome:
+) -> RewardOutcome:
     """``interleaved``: the seed environment's rules, in order.
 
     1. No ``</think>`` -> ``format_reward`` (``missing_think_close``).
@@ -184,16 +210,18 @@ def score_interleaved(
     masked = mask_tool_blocks(text)
     end = masked.find(THINK_CLOSE)
     if end < 0:
-        return Outcome(cfg.format_reward, "format_error", None, False, [Reason.MISSING_THINK_CLOSE])
+        return RewardOutcome(
+            cfg.format_reward, "format_error", None, False, [Reason.MISSING_THINK_CLOSE]
+        )
     head, tail = masked[:end], masked[end + len(THINK_CLOSE) :]
     if TOOL_CALL_OPEN.search(tail) or TOOL_RESPONSE_OPEN.search(tail):
-        return Outcome(
+        return RewardOutcome(
             cfg.format_reward, "format_error", None, False, [Reason.TOOL_TAG_AFTER_THINK]
         )
     boxes = find_boxes(tail)
     pred = boxes[0] if boxes else None
     if pred is None:
-        return Outcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
+        return RewardOutcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
     return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(head))
 
 
@@ -204,7 +232,7 @@ def score_text(
     *,
     verify: VerifyFn | None = None,
     timeout: float = DEFAULT_TIMEOUT,
-) -> Outcome:
+) -> RewardOutcome:
     """Apply ``cfg``'s preset to one assistant text. ``verify`` defaults to
     :func:`scorer.equivalence.verify` (imported on first use: it pulls in sympy)."""
     cfg = cfg or _DEFAULTS["binary"]
@@ -224,5 +252,5 @@ def describe(cfg: RewardConfig) -> dict[str, Any]:
         "wrong_reward": cfg.wrong_reward,
         "format_reward": cfg.format_reward,
         "tool_bonus": cfg.tool_bonus,
-        "timeout_reward": cfg.timeout_value,
+        "timeout_reward": cfg.timeout_reward,
     }

@@ -13,6 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from scorer.outcome import FailureCode, OutcomeKind
+
+
+class RowFailure(BaseModel):
+    """Why a row carries no verdict of the model's answer (docs/failures.md lists the codes)."""
+
+    code: FailureCode
+    retryable: bool = Field(description="grading the same record again may succeed")
+
 
 class GradedRow(BaseModel):
     """One graded trajectory (one rollout of an Atropos group)."""
@@ -25,7 +34,9 @@ class GradedRow(BaseModel):
     file: str | None = Field(description="where the record was read ('-' for stdin); else null")
     line: int | None = Field(description="1-based line of the record (item number in a batch)")
     format: str | None = Field(description="detected format (null when undetectable)")
-    reward: float | None = Field(description="the preset's reward; null only on error rows")
+    reward: float | None = Field(
+        description="the preset's reward; null when the grader failed (timeout, error): no reward"
+    )
     correct: bool = Field(description="true only when the answer was checked and right")
     pred: str | None = Field(
         description="the extracted answer (null when none, or on a format error)"
@@ -40,6 +51,12 @@ class GradedRow(BaseModel):
     env_reward: float | None = Field(description="the reward the environment logged, when present")
     error: str | None = Field(
         description="message of an error row, or a timeout's detail; else null"
+    )
+    outcome: OutcomeKind = Field(
+        description="'code': the answer's own verdict; 'grader': the grader failed (no reward)"
+    )
+    failure: RowFailure | None = Field(
+        description="why the outcome is not the answer's ({code, retryable}); else null"
     )
 
 

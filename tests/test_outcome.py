@@ -11,6 +11,7 @@ def test_grader_codes_are_the_graders_and_the_rest_are_infrastructure() -> None:
     assert {c for c in FailureCode if KIND[c] is OutcomeKind.GRADER} == {
         FailureCode.GRADER_TIMEOUT,
         FailureCode.GRADER_ERROR,
+        FailureCode.GRADER_BAD_INPUT,
     }
     assert all(kind is not OutcomeKind.CODE for kind in KIND.values())
 
@@ -27,3 +28,14 @@ def test_wire_fields_of_a_failure() -> None:
     }
     assert Failure.of("session_lost").retryable is False
     assert FailureCode.SESSION_LOST not in RETRYABLE
+
+
+def test_docs_failures_table_lists_every_code() -> None:
+    """docs/failures.md is the table of the codes: one row per code, no more."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "failures.md").read_text()
+    section = doc.split("## Every failure code", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
+    assert sorted(rows) == sorted(code.value for code in FailureCode)

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from scorer.grading import GradeOptions, grade_record, pass_at_k, summarize
-from scorer.rewards import reward_config, score_binary, score_interleaved
+from scorer.rewards import describe, reward_config, score_binary, score_interleaved
 from scorer.verdict import Verdict
 
 BINARY = reward_config("binary")
@@ -76,12 +76,33 @@ def test_binary_tool_bonus_only_when_set() -> None:
     assert binary(text, cfg=reward_config("binary", tool_bonus=0.5)).reward == 1.5
 
 
-def test_timeout_is_its_own_status() -> None:
+def test_timeout_is_its_own_status_and_no_reward() -> None:
     out = binary("\\boxed{12}", verify=timing_out)
-    assert (out.status, out.correct, out.reward) == ("timeout", False, 0.0)
+    assert (out.status, out.correct, out.reward) == ("timeout", False, None)
     assert out.reasons == ["timeout"]
-    cfg = reward_config("binary", timeout_reward=-0.5)
-    assert binary("\\boxed{12}", cfg=cfg, verify=timing_out).reward == -0.5
+    assert out.outcome_fields() == {
+        "outcome": "grader",
+        "failure": {"code": "grader_timeout", "retryable": False},
+    }
+    # A number given explicitly is paid as is; the row still says the grader timed out.
+    paid = binary(
+        "\\boxed{12}", cfg=reward_config("binary", timeout_reward=-0.5), verify=timing_out
+    )
+    assert (paid.reward, paid.status, paid.outcome) == (-0.5, "timeout", "grader")
+
+
+def test_timeout_reward_none_is_the_default_not_zero() -> None:
+    for preset in ("binary", "interleaved"):
+        assert reward_config(preset).timeout_reward is None
+        assert reward_config(preset, timeout_reward=None).timeout_reward is None
+        assert describe(reward_config(preset))["timeout_reward"] is None
+    assert describe(reward_config("binary", timeout_reward=0.5))["timeout_reward"] == 0.5
+
+
+def test_a_verdict_of_the_answer_is_the_codes_outcome() -> None:
+    for out in (binary("\\boxed{12}"), binary("\\boxed{13}"), binary("no box")):
+        assert out.outcome_fields() == {"outcome": "code", "failure": None}
+        assert out.reward is not None
 
 
 def test_checker_failure_is_an_error_not_a_wrong_answer() -> None:
@@ -96,6 +117,10 @@ def test_checker_failure_is_an_error_not_a_wrong_answer() -> None:
             False,
             "worker died",
         )
+        assert out.outcome_fields() == {
+            "outcome": "grader",
+            "failure": {"code": "grader_error", "retryable": True},
+        }
 
 
 def test_box_empty_after_normalisation_is_no_answer() -> None:
@@ -193,7 +218,7 @@ def test_interleaved_overrides() -> None:
 
 def test_interleaved_timeout_is_reported_not_wrong() -> None:
     out = interleaved("<think>x</think>\\boxed{12}", verify=timing_out)
-    assert (out.status, out.reward, out.correct) == ("timeout", -1.0, False)
+    assert (out.status, out.reward, out.correct, out.outcome) == ("timeout", None, False, "grader")
 
 
 # --- configuration ------------------------------------------------------------------------
@@ -227,6 +252,24 @@ def test_grader_crash_costs_one_error_row() -> None:
     rows = grade_record({"id": 7, "response": "\\boxed{1}", "answer": "1"}, verify=broken)
     assert [(r["id"], r["status"], r["reward"]) for r in rows] == [(7, "error", None)]
     assert "boom" in rows[0]["error"]
+    assert (rows[0]["outcome"], rows[0]["failure"]) == (
+        "grader",
+        {"code": "grader_error", "retryable": False},  # the same record would raise again
+    )
+
+
+def test_a_record_without_gold_is_a_masked_bad_input_row() -> None:
+    (row,) = grade_record({"id": 8, "response": "\\boxed{1}"}, verify=exact)
+    assert (row["status"], row["reward"], row["outcome"]) == ("error", None, "grader")
+    assert row["failure"] == {"code": "grader_bad_input", "retryable": False}
+
+
+def test_rows_carry_the_outcome_of_their_verdict() -> None:
+    (right,) = grade_record({"response": "\\boxed{1}", "answer": "1"}, verify=exact)
+    (late,) = grade_record({"response": "\\boxed{1}", "answer": "1"}, verify=timing_out)
+    assert (right["outcome"], right["failure"], right["reward"]) == ("code", None, 1.0)
+    assert (late["outcome"], late["reward"], late["status"]) == ("grader", None, "timeout")
+    assert late["failure"] == {"code": "grader_timeout", "retryable": False}
 
 
 def test_grade_record_passes_the_timeout_to_verify() -> None:
@@ -263,6 +306,10 @@ def test_pass_at_k_rejects_k_above_n() -> None:
         pass_at_k(2, 1, 3)
 
 
+TIMED_OUT = {"code": "grader_timeout", "retryable": False}
+CRASHED = {"code": "grader_error", "retryable": True}
+
+
 def _row(status: str, reward: float | None, **extra: object) -> dict:
     return {"status": status, "reward": reward, "correct": status == "correct", **extra}
 
@@ -273,13 +320,16 @@ def test_summary_rates_and_denominators() -> None:
         _row("incorrect", -1.0, tool_calls=0, format="flat"),
         _row("no_answer", -1.0, tool_calls=2, format="flat"),
         _row("format_error", -1.0, tool_calls=0, format="chat"),
-        _row("timeout", -1.0, tool_calls=0, format="chat"),
-        _row("error", None, tool_calls=0),
+        _row("timeout", None, tool_calls=0, format="chat", failure=TIMED_OUT),
+        _row("error", None, tool_calls=0, failure=CRASHED),
     ]
     s = summarize(rows)
     assert (s["count"], s["graded"], s["correct"], s["errors"], s["timeouts"]) == (6, 5, 1, 1, 1)
     assert s["accuracy"] == pytest.approx(1 / 4)  # timeouts and errors have no verdict
-    assert s["mean_reward"] == pytest.approx((1.2 - 4.0) / 5)
+    # the masked rows are counted apart from the one wrong answer, and earn nothing
+    assert (s["masked"], s["status_counts"]["incorrect"]) == (2, 1)
+    assert s["failures"] == {"grader_error": 1, "grader_timeout": 1}
+    assert s["mean_reward"] == pytest.approx((1.2 - 3.0) / 4)
     assert s["no_answer_rate"] == pytest.approx(1 / 5)
     assert s["format_error_rate"] == pytest.approx(1 / 5)
     assert s["tool_use_rate"] == pytest.approx(2 / 5)
