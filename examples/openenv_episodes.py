@@ -152,8 +152,15 @@ def play(env: BoxedEnvClient, episode: Episode) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env-url", default="http://127.0.0.1:8001")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " ").rstrip(":") + ".",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--env-url",
+        default="http://127.0.0.1:8001",
+        help="the boxed OpenEnv server (python -m boxed_openenv --port 8001)",
+    )
     args = parser.parse_args()
     with BoxedEnvClient(base_url=args.env_url).sync() as env:
         for episode in EPISODES:

@@ -3,6 +3,7 @@ names the field it is about, in the words a person needs, over the real app and 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +109,28 @@ def test_judge_times_are_rounded_like_every_other() -> None:
         answer = client.post("/judge", json=body).json()
     for ms in (answer["duration_ms"], answer["tests"][0]["duration_ms"]):
         assert ms == round(ms, 2), answer
+
+
+def test_the_openenv_server_without_its_extra_says_which_to_install() -> None:
+    import subprocess
+    import sys
+
+    blocked = "import sys, runpy; sys.modules['openenv'] = None; sys.argv = ['boxed-openenv']\n"
+    run = blocked + "runpy.run_module('boxed_openenv', run_name='__main__')"
+    answer = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True)
+    assert answer.returncode == 1 and "Traceback" not in answer.stderr, answer.stderr
+    assert "pip install 'boxed[openenv]'" in answer.stderr
+
+
+def test_the_openenv_episodes_help_is_whole_and_gives_the_default() -> None:
+    import subprocess
+    import sys
+
+    help_text = subprocess.run(
+        [sys.executable, str(Path(__file__).parents[1] / "examples/openenv_episodes.py"), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    flat = " ".join(help_text.split())
+    assert "script prints." in flat and "(default: http://127.0.0.1:8001)" in flat, help_text
