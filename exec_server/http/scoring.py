@@ -56,9 +56,11 @@ async def _grade(
 
 def _within_limits(body: dict[str, Any], items: int, settings: Settings) -> None:
     if items > settings.max_batch_items:
-        raise RequestError(422, f"{items} items; the maximum is {settings.max_batch_items}")
+        raise RequestError(
+            422, f"{items} items; the maximum is {settings.max_batch_items}", "items"
+        )
     timeout = body.get("timeout")
     if isinstance(timeout, float) and timeout > settings.timeout_max:
         raise RequestError(
-            422, f"timeout {timeout:g} s exceeds the maximum {settings.timeout_max:g} s"
+            422, f"timeout {timeout:g} s exceeds the maximum {settings.timeout_max:g} s", "timeout"
         )
