@@ -91,7 +91,7 @@ async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> Execute
     refuse_session_header(request)
     limit = request.app.state.settings.max_batch_items
     if len(batch.items) > limit:
-        raise RequestError(422, f"{len(batch.items)} items; the maximum is {limit}")
+        raise RequestError(422, f"{len(batch.items)} items; the maximum is {limit}", "items")
     rid = request_id(request)
     executor = request.app.state.executor
 
