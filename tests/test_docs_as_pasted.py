@@ -376,16 +376,21 @@ class Terminal:
         background = [c.code for c in commands(text) if c.code.endswith("&")]
         if code == 0:
             for line in background:
-                self.wait_ready(line)
+                self.wait_ready(line, proc.pid)
         return subprocess.CompletedProcess(script, code, out.read_text(), err.read_text())
 
-    def wait_ready(self, line: str, timeout: float = 90.0) -> None:
-        """Wait until what ``line`` started in the background answers its health probe."""
+    def wait_ready(self, line: str, group: int, timeout: float = 90.0) -> None:
+        """Wait until what ``line`` started in the background (in ``group``) answers its
+        health probe; fail at once when nothing of the group is left."""
         found = re.search(r"--port[ =](\d+)", line)
         port = found[1] if found else self.env.get("BOXED_PORT")
         assert port, f"{self.page}: cannot tell which port `{line}` serves on"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                raise AssertionError(f"`{line}` exited:\n{self.tail()}") from None
             for probe in ("/readyz", "/health"):
                 try:
                     if httpx.get(f"http://127.0.0.1:{port}{probe}", timeout=2).status_code == 200:
