@@ -51,7 +51,7 @@ async def _exec_tool(call: dict[str, Any]) -> str:
 
     The model's own mistakes (bad arguments, code that raises, an expression with no value, a
     snippet the service refuses with 422/413) become an ``error`` the model can read. Service
-    outages (:class:`~exec_server.client.BoxedUnavailable`, retries exhausted) propagate: the
+    outages (:class:`~exec_server.client.BoxedUnavailable`, the deadline ran out) propagate: the
     trainer should see them, not train on trajectories that blame the model for them.
     """
     name = call.get("name")

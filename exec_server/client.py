@@ -7,11 +7,17 @@ Built for RL environments that call the service thousands of times a minute:
   busy connections on every request, so one pool of 64 cost the client 11-19 ms of CPU per
   request here against about 2 ms for four pools of 16 (``bench/bench_client.py``);
 * a client-side concurrency cap, so a burst of rollouts queues here instead of flooding the server;
-* retries with jittered exponential backoff on transport errors and on 429/502/503/504, honouring
-  ``Retry-After`` -- never on the code's own failures (a 200 with ``status="error"`` is a
-  result) and never on other 4xx (a caller mistake: :class:`BoxedHTTPError` with the detail);
+* retries with jittered exponential backoff on transport errors, on 429/502/503/504 and on any
+  answer whose ``failure.retryable`` is true, honouring ``Retry-After``, until the call's
+  deadline and never past it -- never on the code's own failures (a 200 with
+  ``status="error"`` is a result) and never on other 4xx (a caller mistake:
+  :class:`BoxedHTTPError` with the detail);
+* every error carries ``failure`` and ``outcome`` (``scorer.outcome``), so a trainer can tell an
+  infrastructure failure (no reward) from the code's own verdict: :func:`reward_or_none`;
 * several server URLs, used round-robin; a URL that fails with a transport error is set aside
-  for a cool-off period and the request moves to another URL at once.
+  for a cool-off period and the request moves to another URL at once. A session stays on the
+  server that made it: when that server does not answer, its calls fail within
+  ``session_timeout`` (:class:`SessionUnreachable`), never moved elsewhere.
 
 Only ``httpx`` and ``pydantic`` are needed; importing this module does not pull in FastAPI or
 Docker.
@@ -27,7 +33,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeAlias, overload
 
@@ -36,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from exec_server import __version__
 from exec_server.models import (
+    Attributed,
     CalculateResponse,
     ExecuteRequest,
     ExecuteResponse,
@@ -43,6 +50,7 @@ from exec_server.models import (
     SessionExecuteResponse,
     SessionInfo,
 )
+from scorer.outcome import Failure, FailureCode, OutcomeKind
 from scorer.verdict import DEFAULT_TIMEOUT
 
 __all__ = [
@@ -61,7 +69,10 @@ __all__ = [
     "ScoreResult",
     "Session",
     "SessionInfo",
+    "SessionLost",
     "SessionResult",
+    "SessionUnreachable",
+    "reward_or_none",
 ]
 
 DEFAULT_URL = "http://localhost:5002"
@@ -73,13 +84,41 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _SLOW_ERRORS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
 # Errors before the request left: always safe to send again.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# The server retries a run whose sandbox was lost once, on a fresh sandbox: one answer may take
+# twice the run's wall limit plus this (exec_server/runs.py, RETRY_MARGIN).
+SERVER_RETRY_MARGIN = 5.0
+# The least time left that is worth one more attempt: a sleep is cut to leave it, and a call
+# with less left gives up rather than send a request that cannot be answered in time.
+LAST_TRY = 0.05
+# Backoff doubles per attempt up to backoff_max; the exponent is capped so that a call with no
+# attempt bound never overflows a float.
+_MAX_DOUBLINGS = 30
 
 
 # --------------------------------------------------------------------------------------- errors
 
 
 class BoxedError(Exception):
-    """Base class of every error raised by this client."""
+    """Base class of every error raised by this client.
+
+    ``failure`` and ``outcome`` say whose failure it is, so that a trainer never turns an
+    infrastructure failure into a reward: ``outcome`` is ``"infrastructure"`` or ``"grader"``
+    with a :class:`~scorer.outcome.Failure` (no reward), ``"code"`` when the code's own act
+    caused it (a session its code ended), ``None`` when it is nobody's verdict (the caller's
+    own mistake, a 4xx; a misused client).
+    """
+
+    def __init__(
+        self,
+        *args: object,
+        failure: Failure | None = None,
+        outcome: OutcomeKind | str | None = None,
+    ) -> None:
+        super().__init__(*args)
+        self.failure = failure
+        if outcome is None and failure is not None:
+            outcome = failure.outcome
+        self.outcome = OutcomeKind(outcome) if outcome is not None else None
 
 
 class BoxedHTTPError(BoxedError):
@@ -87,7 +126,9 @@ class BoxedHTTPError(BoxedError):
 
     ``detail`` is the server's ``detail`` field, one line saying what went wrong; ``errors`` is
     its list of problems of the body (``{"loc", "msg", "type"}`` each; empty for other errors);
-    ``request_id`` is the ``X-Request-ID`` the client sent, to find the call in server logs.
+    ``request_id`` is the ``X-Request-ID`` the client sent, to find the call in server logs;
+    ``failure`` and ``outcome`` are the body's (a 5xx or 429 without them, from a proxy say,
+    gets the failure its status stands for).
     """
 
     def __init__(
@@ -100,6 +141,8 @@ class BoxedHTTPError(BoxedError):
         url: str = "",
         retry_after: float | None = None,
         request_id: str | None = None,
+        failure: Failure | None = None,
+        outcome: OutcomeKind | str | None = None,
     ) -> None:
         self.status_code = status_code
         self.request_id = request_id
@@ -108,7 +151,11 @@ class BoxedHTTPError(BoxedError):
         self.method = method
         self.url = url
         self.retry_after = retry_after
-        super().__init__(f"{method} {url} -> {status_code}: {self.message}".strip())
+        super().__init__(
+            f"{method} {url} -> {status_code}: {self.message}".strip(),
+            failure=failure,
+            outcome=outcome,
+        )
 
     @property
     def message(self) -> str:
@@ -116,9 +163,26 @@ class BoxedHTTPError(BoxedError):
         return _format_detail(self.detail)
 
 
+class SessionLost(BoxedHTTPError):
+    """410 for a session the infrastructure lost (``failure.code``: ``session_lost``, its
+    sandbox failed; ``session_expired``, it outlived its TTL): no reward. A session its own
+    code ended (``sys.exit``, a limit) answers a plain :class:`BoxedHTTPError` 410 with
+    ``outcome == "code"`` instead."""
+
+
 class BoxedUnavailable(BoxedError):
-    """No server could be reached (transport errors until attempts or the deadline ran out),
-    or :meth:`Client.wait_until_ready` timed out."""
+    """No answer: transport errors until the attempts (``failure.code ==
+    "service_unreachable"``) or the deadline (``"deadline_exceeded"``) ran out, or
+    :meth:`Client.wait_until_ready` timed out (``"service_unreachable"``)."""
+
+    def __init__(self, *args: object, failure: Failure | None = None) -> None:
+        super().__init__(*args, failure=failure or Failure.of(FailureCode.SERVICE_UNREACHABLE))
+
+
+class SessionUnreachable(BoxedUnavailable):
+    """The server holding a session did not answer within the client's ``session_timeout``
+    (or dropped a call that may have run): ``failure.code == "service_unreachable"``. The
+    session is never made again elsewhere; its state lives only on that server."""
 
 
 class BoxedBatchError(BoxedError):
@@ -227,6 +291,21 @@ class ScoreBatch(BaseModel):
     summary: dict[str, Any]
 
 
+def reward_or_none(answer: Attributed | BoxedError, reward: Callable[[Any], float]) -> float | None:
+    """``reward(answer)`` when ``answer`` is the code's own verdict; ``None`` (no reward: mask
+    the sample, never a 0) when the infrastructure or the grader failed, whether that came
+    back as an answer or was raised. An error that is nobody's verdict (a caller mistake, a
+    4xx; a session its own code ended) is raised again: masking it would hide a bug.
+
+    ``reward_or_none(result_or_exc, lambda judged: judged.pass_rate)``
+    """
+    if isinstance(answer, BoxedError):
+        if answer.outcome in (OutcomeKind.INFRASTRUCTURE, OutcomeKind.GRADER):
+            return None
+        raise answer
+    return reward(answer) if answer.outcome == OutcomeKind.CODE else None
+
+
 ExecuteItem: TypeAlias = str | ExecuteRequest | Mapping[str, Any]
 """One item of ``execute_many``: code alone, an :class:`ExecuteRequest`, or its JSON as a dict."""
 
@@ -318,11 +397,12 @@ class _Base:
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
         read_margin: float = 15.0,
-        max_attempts: int = 8,
+        max_attempts: int | None = None,
         deadline: float | None = 120.0,
         backoff_base: float = 0.1,
         backoff_max: float = 5.0,
         cooloff: float = 5.0,
+        session_timeout: float = 10.0,
     ) -> None:
         """
         Args:
@@ -335,16 +415,31 @@ class _Base:
                 it keeps, in pools of at most 16).
             connect_timeout: seconds to open a connection; short, so dead URLs fail fast.
             read_timeout: seconds to wait for an answer; for ``execute`` with a ``timeout`` it is
-                raised to ``timeout + read_margin`` so the wait always outlasts the snippet
-                (the margin covers the server's queue wait, 10 s by default, and start-up).
-            max_attempts: HTTP attempts per call, failovers included.
-            deadline: seconds one call may take with all its retries (``None``: no limit); never
-                shorter than one attempt's read timeout.
+                raised to ``2 * timeout + 5 + read_margin`` so the wait outlasts the snippet
+                run twice (the server runs it again once if its sandbox is lost; the margin
+                covers the server's queue wait, 10 s by default, and start-up).
+            max_attempts: HTTP attempts per call, failovers included (``None``: as many as
+                the deadline allows).
+            deadline: seconds one call may take with all its retries, never more: each
+                attempt's timeouts and each wait are cut to what is left (``None``: no limit,
+                then ``max_attempts`` is required). Give it at least the slowest answer you
+                accept: a run cut by the deadline is no reward, not the code's verdict.
             backoff_base, backoff_max: jittered exponential backoff between attempts.
             cooloff: seconds a URL that failed with a transport error is avoided while others work.
+            session_timeout: seconds a session call keeps trying to reach the server holding
+                the session before it raises :class:`SessionUnreachable`.
         """
-        if max_concurrency < 1 or max_attempts < 1:
-            raise ValueError("max_concurrency and max_attempts must be at least 1")
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        if max_attempts is not None and max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1 (or None: bounded by the deadline)")
+        if deadline is None and max_attempts is None:
+            raise ValueError(
+                "deadline=None and max_attempts=None would retry a dead service forever: "
+                "give a deadline in seconds, or a number of attempts"
+            )
+        if deadline is not None and deadline <= 0:
+            raise ValueError("deadline must be positive seconds (or None)")
         self.urls = _parse_urls(urls)
         self.max_concurrency = max_concurrency
         self.connect_timeout = connect_timeout
@@ -355,6 +450,7 @@ class _Base:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.cooloff = cooloff
+        self.session_timeout = session_timeout
         api_key = api_key if api_key is not None else os.environ.get("BOXED_API_KEY")
         self._headers = {"User-Agent": f"boxed-client/{__version__}"}
         if api_key:
@@ -384,12 +480,16 @@ class _Base:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.urls!r})"
 
-    def _exec_read_timeout(self, body: Mapping[str, Any]) -> float:
-        """The wait for an ``/execute`` answer must outlast the snippet's own timeout."""
+    def _exec_read_timeout(self, body: Mapping[str, Any], *, rerun: bool = True) -> float:
+        """The wait for an ``/execute`` answer must outlast the snippet's own timeout, twice
+        when the server may run it again on a fresh sandbox (``rerun``; never in a session).
+        Without a timeout the server's default (5 s) applies, which ``read_timeout``'s
+        default (30 s) covers."""
         timeout = body.get("timeout")
         if not isinstance(timeout, int | float):
             return self.read_timeout
-        return max(self.read_timeout, timeout + self.read_margin)
+        run = 2 * timeout + SERVER_RETRY_MARGIN if rerun else timeout
+        return max(self.read_timeout, run + self.read_margin)
 
     def _judge_read_timeout(self, body: Mapping[str, Any]) -> float:
         """Long enough for every test (and its checker) to use its whole time limit, after
@@ -399,7 +499,9 @@ class _Base:
         tests = body.get("tests") or [{}]
         per_test = [t.get("timeout") or default for t in tests]
         factor = 2 if body.get("comparison") == "checker" else 1
-        work = sum(per_test) * factor + len(per_test) + (body.get("compile_timeout") or 60)
+        # Each test may run twice (once more on a fresh sandbox if its sandbox is lost).
+        runs = sum(2 * t * factor + SERVER_RETRY_MARGIN + 1 for t in per_test)
+        work = runs + (body.get("compile_timeout") or 60)
         return max(self.read_timeout, work + self.read_margin)
 
     def _score_read_timeout(self, body: Mapping[str, Any], n: int) -> float:
@@ -438,10 +540,12 @@ class _Base:
         with self._lock:
             self._hold_until[i] = max(self._hold_until[i], time.monotonic() + seconds)
 
-    def _hold_remaining(self) -> float:
-        """Seconds until the first URL's Retry-After hold ends (0 when some URL is not held)."""
+    def _hold_remaining(self, pin: int | None = None) -> float:
+        """Seconds until the first URL's Retry-After hold ends (0 when some URL is not held);
+        with ``pin``, until that URL's ends."""
         with self._lock:
-            return max(0.0, min(self._hold_until) - time.monotonic())
+            until = min(self._hold_until) if pin is None else self._hold_until[pin]
+            return max(0.0, until - time.monotonic())
 
     def _note_ready(self, reasons: dict[str, str | None]) -> list[str]:
         """URLs whose probe found them ready; they stop cooling off."""
@@ -452,12 +556,18 @@ class _Base:
         return ready
 
     def _backoff(self, attempt: int) -> float:
-        cap = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        """Jittered exponential wait after ``attempt`` failed: ``uniform(d/2, d)``."""
+        cap = min(self.backoff_max, self.backoff_base * 2 ** min(attempt - 1, _MAX_DOUBLINGS))
         return random.uniform(cap / 2, cap)
 
 
 class _Attempts:
-    """The retry policy of one call: which URL next, how long to wait, when to give up."""
+    """The retry policy of one call: which URL next, how long to wait, when to give up.
+
+    Every attempt's timeouts and every wait are cut to the time left before the deadline, so a
+    call never runs past it; a call pinned to one server (a session) also gives up reaching it
+    after the client's ``session_timeout``.
+    """
 
     def __init__(
         self,
@@ -468,6 +578,7 @@ class _Attempts:
         *,
         pin: int | None = None,
         replay: bool = True,
+        session: _SessionBase | None = None,
     ) -> None:
         self.client = client
         self.method = method
@@ -477,68 +588,114 @@ class _Attempts:
         # ran twice would change the session's state twice); refused connections still are.
         self.pin = pin
         self.replay = replay
+        self.session = session
         # One id for every attempt of the call, so the server's logs tie retries together.
         self.headers = {"X-Request-ID": uuid.uuid4().hex}
         self.read_timeout = read_timeout
         self.start = time.monotonic()
-        self.deadline = (
-            None
-            if client.deadline is None
-            else self.start + max(client.deadline, read_timeout + client.connect_timeout)
+        self.deadline = None if client.deadline is None else self.start + client.deadline
+        # A pinned call stops trying to reach its server after session_timeout (never later
+        # than the deadline).
+        self.reach_by = (
+            None if pin is None else _earliest(self.deadline, self.start + client.session_timeout)
         )
         self.attempt = 0
         self.index: int | None = None
+        self.answer: Any = None  # the JSON of the answer, once there is one
+
+    def left(self) -> float | None:
+        """Seconds before the deadline (``None``: no deadline)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
 
     def next(self) -> tuple[str, httpx.Timeout]:
-        """URL and timeouts of the next attempt (the read timeout clipped to the deadline)."""
+        """URL and timeouts of the next attempt, cut to the time left."""
         self.attempt += 1
         if self.index is None:
             self.index = self.client._pick() if self.pin is None else self.pin
+        now = time.monotonic()
         read = self.read_timeout
         if self.deadline is not None:
-            read = max(0.001, min(read, self.deadline - time.monotonic()))
+            read = max(0.001, min(read, self.deadline - now))
         connect = min(self.client.connect_timeout, read)
+        if self.reach_by is not None:
+            connect = max(0.001, min(connect, self.reach_by - now))
         timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=read)
         return self.client.urls[self.index] + self.path, timeout
 
+    def out_of_time(self, waiting_for: str) -> BoxedUnavailable:
+        """The error of a call whose deadline ran out while it was ``waiting_for`` something."""
+        assert self.client.deadline is not None
+        return BoxedUnavailable(
+            f"{self.method} {self.path}: the deadline of {self.client.deadline:g} s ran out "
+            f"{waiting_for} (attempt {self.attempt})",
+            failure=Failure.of(FailureCode.DEADLINE_EXCEEDED),
+        )
+
     def failed(self, exc: httpx.TransportError) -> float:
-        """Delay before the next attempt after a transport error; raises when out of attempts."""
+        """Delay before the next attempt after a transport error; raises
+        :class:`BoxedUnavailable` (:class:`SessionUnreachable` for a pinned call) when the
+        call must give up."""
         i = self._take_index()
         if not isinstance(exc, _SLOW_ERRORS):
             self.client._mark_down(i)
         url = self.client.urls[i] + self.path
-        error = BoxedUnavailable(
-            f"{self.method} {url}: {type(exc).__name__}: {exc or 'no detail'} "
-            f"(attempt {self.attempt} of {self.client.max_attempts})"
-        )
+        what = f"{self.method} {url}: {type(exc).__name__}: {exc or 'no detail'}"
+        if self.pin is not None:
+            delay = None
+            if self.replay or isinstance(exc, _NOT_SENT):
+                delay = self._schedule(i, None, until=self.reach_by)
+            if delay is None:
+                if self.session is not None:
+                    self.session._unreachable = True
+                waited = time.monotonic() - self.start
+                raise SessionUnreachable(
+                    f"{what} (the session's server did not answer; gave up after {waited:.1f} s,"
+                    f" attempt {self.attempt}; the session is not moved to another server)"
+                ) from exc
+            return delay
         if not self.replay and not isinstance(exc, _NOT_SENT):
-            raise error from exc
-        return self._delay(i, None, error, exc)
+            raise BoxedUnavailable(f"{what} (may have reached the server: not sent again)") from exc
+        delay = self._schedule(i, None)
+        if delay is not None:
+            return delay
+        if self._out_of_attempts():
+            raise BoxedUnavailable(f"{what} (attempt {self.attempt} of {self.attempt})") from exc
+        raise self.out_of_time(f"retrying; last: {what}") from exc
 
     def answered(self, response: httpx.Response) -> float | None:
-        """``None`` when ``response`` is the call's answer; else the delay before a retry.
-        Raises :class:`BoxedHTTPError` for an error status that is not retried."""
-        if response.status_code < 400:
-            return None
+        """``None`` when ``response`` is the call's answer (then in :attr:`answer`); else the
+        delay before a retry. Raises :class:`BoxedHTTPError` for an error status that is not
+        retried, or when the retries ran out."""
+        status = response.status_code
+        if status < 400:
+            self.answer = None if status == 204 else _json(response)
+            if self.session is not None:
+                self.session._unreachable = False
+            failure, _ = _attribution(self.answer, status)
+            if failure is None or not failure.retryable or not self.replay:
+                return None
+            # The service says the same request may succeed: try again while there is time,
+            # else this answer (its outcome says it is no verdict) is the call's.
+            i = self._take_index()
+            delay = self._schedule(i, None)
+            if delay is None:
+                self.index = i
+            return delay
         i = self._take_index()
-        retry_after = _parse_retry_after(response.headers.get("Retry-After"))
-        detail, errors = _problem(response)
-        error = BoxedHTTPError(
-            response.status_code,
-            detail,
-            errors=errors,
-            method=self.method,
-            url=str(response.request.url),
-            retry_after=retry_after,
-            request_id=self.headers["X-Request-ID"],
+        error = _http_error(self.method, response, self.headers["X-Request-ID"])
+        retryable = status in RETRY_STATUSES or (
+            error.failure is not None and error.failure.retryable
         )
-        if response.status_code not in RETRY_STATUSES:
+        if not retryable:
             raise error
-        if not self.replay and response.status_code not in (429, 503):
-            raise error  # a proxy's 502/504: the request may have run
-        if retry_after is not None:
-            self.client._hold(i, retry_after)
-        return self._delay(i, retry_after, error, None)
+        if not self.replay and status not in (429, 503):
+            raise error  # a proxy's 502/504, a lost sandbox: the request may have run
+        if error.retry_after is not None:
+            self.client._hold(i, error.retry_after)
+        delay = self._schedule(i, error.retry_after)
+        if delay is None:
+            raise error
+        return delay
 
     def _take_index(self) -> int:
         i, self.index = self.index, None
@@ -551,38 +708,101 @@ class _Attempts:
         assert self.index is not None
         return self.index
 
-    def _delay(
-        self, i: int, retry_after: float | None, error: BoxedError, cause: BaseException | None
-    ) -> float:
-        if self.attempt >= self.client.max_attempts:
-            raise error from cause
+    def _out_of_attempts(self) -> bool:
+        return self.client.max_attempts is not None and self.attempt >= self.client.max_attempts
+
+    def _schedule(
+        self, i: int, retry_after: float | None, until: float | None = None
+    ) -> float | None:
+        """Seconds to wait before the next attempt, or ``None`` when the call must give up:
+        out of attempts, or no time left before the deadline (and ``until``) for one more
+        attempt after the wait -- a ``Retry-After`` that ends past it gives up at once."""
+        if self._out_of_attempts():
+            return None
         # Another URL that is up and not asking us to wait: fail over to it at once.
         self.index = self.client._pick(exclude=i) if self.pin is None else None
+        end = _earliest(self.deadline, until)
+        now = time.monotonic()
         delay = 0.0
         if self.index is None:
             delay = self.client._backoff(self.attempt)
-            held = self.client._hold_remaining()
+            held = self.client._hold_remaining(self.pin)
             if held > 0:
+                if end is not None and now + held > end - LAST_TRY:
+                    return None  # the server will not take it before the deadline
                 # Every URL asked us to wait: wait as told, plus jitter so that callers told
                 # the same do not all come back at the same instant.
                 delay = max(delay, held + random.uniform(0, min(1.0, 0.1 * held)))
-        if self.deadline is not None and time.monotonic() + delay >= self.deadline:
-            raise error from cause
+        if end is not None:
+            room = end - now - LAST_TRY
+            if room <= 0:
+                return None
+            delay = min(delay, room)
         return delay
 
 
-def _problem(response: httpx.Response) -> tuple[Any, list[Mapping[str, Any]]]:
-    """``detail`` and ``errors`` of an error answer (``{"detail": str, "errors": [...]}``);
-    a body of another shape (a proxy's page, say) is the detail itself."""
+def _earliest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+def _problem(response: httpx.Response) -> tuple[Any, list[Mapping[str, Any]], Any]:
+    """``detail``, ``errors`` and the JSON body of an error answer (``{"detail": str,
+    "errors": [...], ...}``); a body of another shape (a proxy's page, say) is the detail."""
     try:
         body = response.json()
     except ValueError:
-        return response.text[:1000], []
+        return response.text[:1000], [], None
     if not isinstance(body, dict):
-        return body, []
+        return body, [], body
     errors = body.get("errors")
     errors = [e for e in errors if isinstance(e, Mapping)] if isinstance(errors, list) else []
-    return body.get("detail", body), errors
+    return body.get("detail", body), errors, body
+
+
+# The failure an error status stands for when its body names none (a proxy's answer, an older
+# server): every 5xx and 429 is the infrastructure's, never the code's.
+_STATUS_FAILURE = {429: FailureCode.OVERLOADED, 500: FailureCode.INTERNAL_ERROR}
+
+
+def _attribution(body: Any, status: int) -> tuple[Failure | None, OutcomeKind | None]:
+    """``failure`` and ``outcome`` of an answer's JSON; for a 429 or 5xx that names no known
+    failure, the one its status stands for."""
+    failure: Failure | None = None
+    outcome: OutcomeKind | None = None
+    if isinstance(body, Mapping):
+        raw = body.get("failure")
+        if isinstance(raw, Mapping) and raw.get("code") in FailureCode._value2member_map_:
+            code = FailureCode(raw["code"])
+            retryable = raw.get("retryable")
+            failure = Failure(code, retryable) if isinstance(retryable, bool) else Failure.of(code)
+        if body.get("outcome") in OutcomeKind._value2member_map_:
+            outcome = OutcomeKind(body["outcome"])
+    if failure is None and (status == 429 or status >= 500):
+        failure = Failure.of(_STATUS_FAILURE.get(status, FailureCode.SERVICE_UNREACHABLE))
+        outcome = failure.outcome
+    if failure is not None and outcome is None:
+        outcome = failure.outcome
+    return failure, outcome
+
+
+def _http_error(method: str, response: httpx.Response, request_id: str) -> BoxedHTTPError:
+    """The error an error answer stands for: :class:`SessionLost` for a 410 whose failure is
+    the infrastructure's, else :class:`BoxedHTTPError`."""
+    detail, errors, body = _problem(response)
+    failure, outcome = _attribution(body, response.status_code)
+    lost = response.status_code == 410 and outcome == OutcomeKind.INFRASTRUCTURE
+    return (SessionLost if lost else BoxedHTTPError)(
+        response.status_code,
+        detail,
+        errors=errors,
+        method=method,
+        url=str(response.request.url),
+        retry_after=_parse_retry_after(response.headers.get("Retry-After")),
+        request_id=request_id,
+        failure=failure,
+        outcome=outcome,
+    )
 
 
 def _json(response: httpx.Response) -> Any:
@@ -640,18 +860,30 @@ class Client(_Base):
         while True:
             url, timeout = attempts.next()
             try:
-                with self._slot:
-                    response = next(self._turns).request(
-                        attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
-                    )
+                response = self._attempt(attempts, url, timeout, body)
             except httpx.TransportError as exc:
                 delay = attempts.failed(exc)
             else:
                 delay = attempts.answered(response)
                 if delay is None:
-                    return None if response.status_code == 204 else _json(response)
+                    return attempts.answer
             if delay:
                 time.sleep(delay)
+
+    def _attempt(
+        self, attempts: _Attempts, url: str, timeout: httpx.Timeout, body: Any
+    ) -> httpx.Response:
+        """One HTTP request, once this client has a free slot (waited for until the
+        deadline: a queue of this client's own is no excuse to run past it)."""
+        left = attempts.left()
+        if not self._slot.acquire(timeout=None if left is None else max(0.0, left)):
+            raise attempts.out_of_time("waiting for a free slot of this client")
+        try:
+            return next(self._turns).request(
+                attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
+            )
+        finally:
+            self._slot.release()
 
     def execute(
         self,
@@ -826,6 +1058,9 @@ class _SessionBase:
         self.id: str | None = None
         self.info: SessionInfo | None = None  # as of the last answer about it
         self._pin: int | None = None
+        # Its server did not answer the last call: close() forgets the session without waiting
+        # for that server again (the server expires it, if it comes back).
+        self._unreachable = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.id or 'not open'})"
@@ -842,16 +1077,34 @@ class _SessionBase:
 
     def _call(self, code: str, input: str, timeout: float | None) -> tuple[_Attempts, dict]:
         body = _execute_body({"code": code, "input": input, "timeout": timeout})
-        read = self.client._exec_read_timeout({"timeout": timeout or self.limits.get("timeout")})
-        path = self._path("/execute")
-        return _Attempts(self.client, "POST", path, read, pin=self._pin, replay=False), body
+        read = self.client._exec_read_timeout(
+            {"timeout": timeout or self.limits.get("timeout")}, rerun=False
+        )
+        return self._attempts("POST", self._path("/execute"), read, replay=False), body
+
+    def _attempts(
+        self, method: str, path: str, read: float | None = None, *, replay: bool = True
+    ) -> _Attempts:
+        """The attempts of a call of this session: on its server only, never elsewhere."""
+        read = read if read is not None else self.client.read_timeout
+        return _Attempts(
+            self.client, method, path, read, pin=self._pin, replay=replay, session=self
+        )
+
+    def _forget_unreachable(self) -> bool:
+        """Forget the session if its server did not answer its last call (see close())."""
+        if self._unreachable:
+            self.id = None
+        return self.id is None
 
 
 class Session(_SessionBase):
     """One session of a :class:`Client`. Every call goes to the server that holds it and is
     never sent twice (it would change the session's state twice): a call whose answer was
-    lost raises :class:`BoxedUnavailable`. A session the server lost answers 410
-    (:class:`BoxedHTTPError`) with the reason."""
+    lost, or whose server did not answer within ``session_timeout``, raises
+    :class:`SessionUnreachable`. A session the infrastructure lost answers 410
+    (:class:`SessionLost`, with the failure); one its own code ended, 410
+    (:class:`BoxedHTTPError` with ``outcome == "code"``)."""
 
     client: Client
 
@@ -869,17 +1122,16 @@ class Session(_SessionBase):
 
     def refresh(self) -> SessionInfo:
         """``GET /sessions/{id}``: its limits and time left."""
-        path = self._path()
-        attempts = _Attempts(self.client, "GET", path, self.client.read_timeout, pin=self._pin)
+        attempts = self._attempts("GET", self._path())
         self.info = SessionInfo.model_validate(self.client._send(attempts))
         return self.info
 
     def close(self) -> None:
-        """Delete the session (a session already gone is fine)."""
-        if self.id is None:
+        """Delete the session (a session already gone is fine; one whose server did not
+        answer its last call is forgotten without asking that server again)."""
+        if self._forget_unreachable():
             return
-        path = self._path()
-        attempts = _Attempts(self.client, "DELETE", path, self.client.read_timeout, pin=self._pin)
+        attempts = self._attempts("DELETE", self._path())
         try:
             self.client._send(attempts)
         except BoxedHTTPError as exc:
@@ -951,18 +1203,32 @@ class AsyncClient(_Base):
         while True:
             url, timeout = attempts.next()
             try:
-                async with self._slot:
-                    response = await next(self._turns).request(
-                        attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
-                    )
+                response = await self._attempt(attempts, url, timeout, body)
             except httpx.TransportError as exc:
                 delay = attempts.failed(exc)
             else:
                 delay = attempts.answered(response)
                 if delay is None:
-                    return None if response.status_code == 204 else _json(response)
+                    return attempts.answer
             if delay:
                 await asyncio.sleep(delay)
+
+    async def _attempt(
+        self, attempts: _Attempts, url: str, timeout: httpx.Timeout, body: Any
+    ) -> httpx.Response:
+        """One HTTP request, once this client has a free slot (waited for until the
+        deadline)."""
+        left = attempts.left()
+        try:
+            await asyncio.wait_for(self._slot.acquire(), None if left is None else max(0.0, left))
+        except TimeoutError:
+            raise attempts.out_of_time("waiting for a free slot of this client") from None
+        try:
+            return await next(self._turns).request(
+                attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
+            )
+        finally:
+            self._slot.release()
 
     async def execute(
         self,
@@ -1134,16 +1400,14 @@ class AsyncSession(_SessionBase):
         return SessionResult.model_validate(await self.client._send(attempts, body))
 
     async def refresh(self) -> SessionInfo:
-        path = self._path()
-        attempts = _Attempts(self.client, "GET", path, self.client.read_timeout, pin=self._pin)
+        attempts = self._attempts("GET", self._path())
         self.info = SessionInfo.model_validate(await self.client._send(attempts))
         return self.info
 
     async def close(self) -> None:
-        if self.id is None:
+        if self._forget_unreachable():
             return
-        path = self._path()
-        attempts = _Attempts(self.client, "DELETE", path, self.client.read_timeout, pin=self._pin)
+        attempts = self._attempts("DELETE", self._path())
         try:
             await self.client._send(attempts)
         except BoxedHTTPError as exc:

@@ -10,7 +10,12 @@ A small FastAPI app imitates the boxed routes; its ``/execute`` behaviour is cho
 * ``#422``: a caller error; ``#422fields``: a validation error in the server's error shape
   (``detail`` and ``errors``); ``""``: a validation error as servers before that shape sent it;
   ``#error``: 200 with status error (the code's own failure);
-* ``#sleep:S``: sleeps S seconds first (in-flight requests are counted for the cap test).
+* ``#sleep:S``: sleeps S seconds first (in-flight requests are counted for the cap test);
+* ``#fail:S:N:key:CODE[:R]``: for the first N calls, status S (200 too) with ``outcome`` and
+  ``failure`` ``{"code": CODE, ...}`` as the service sends them, and ``Retry-After: R``.
+
+Sessions: ``POST /sessions`` opens one; its calls answer like ``/execute``, except ``#lost``
+and ``#expired`` (410 with that infrastructure failure) and ``#ended`` (410, its code ended it).
 
 Tests marked ``docker`` run against the real service from the ``boxed_service`` fixture.
 """
@@ -45,8 +50,12 @@ from exec_server.client import (
     ExecuteResult,
     ScoreBatch,
     ScoreResult,
+    SessionLost,
+    SessionUnreachable,
+    reward_or_none,
 )
 from exec_server.models import ExecuteRequest
+from scorer.outcome import Failure, FailureCode, outcome_fields
 
 # ------------------------------------------------------------------------------- the test server
 
@@ -71,6 +80,7 @@ class FakeBoxed:
         self.api_key: str | None = None
         self.auth_headers: list[str | None] = []
         self.request_ids: list[str | None] = []
+        self.sessions_made = 0
 
     def _ok(self, code: str) -> dict[str, Any]:
         return {
@@ -83,6 +93,37 @@ class FakeBoxed:
             "truncated": {"stdout": False, "stderr": False},
             "duration_ms": 1.0,
             "request_id": self.name,
+        }
+
+    def _failing(self, code: str) -> JSONResponse | None:
+        """The answer of a ``#fail:S:N:key:CODE[:R]`` call while it still fails."""
+        if not code.startswith("#fail:"):
+            return None
+        status, times, _, failure_code, *retry_after = code.split(":")[1:]
+        FakeBoxed.seen[code] += 1
+        if FakeBoxed.seen[code] > int(times):
+            return None
+        fields = outcome_fields(Failure.of(failure_code))
+        headers = {"Retry-After": retry_after[0]} if retry_after else {}
+        if status == "200":
+            body = {**self._ok(code), "status": "error", **fields}
+        else:
+            body = {"detail": failure_code, "errors": [], **fields}
+        return JSONResponse(body, status_code=int(status), headers=headers)
+
+    def _session_info(self, sid: str) -> dict[str, Any]:
+        return {
+            "session_id": sid,
+            "state": "idle",
+            "memory_mb": 256,
+            "timeout": 5.0,
+            "cpu_timeout": None,
+            "idle_timeout": 60.0,
+            "max_lifetime": 600.0,
+            "calls": 0,
+            "created_at": time.time(),
+            "expires_in": 60.0,
+            "lifetime_left": 600.0,
         }
 
     def _make_app(self) -> FastAPI:
@@ -113,6 +154,8 @@ class FakeBoxed:
                     return JSONResponse(
                         {"detail": "busy"}, status_code=status, headers={"Retry-After": retry_after}
                     )
+            if (failed := self._failing(code)) is not None:
+                return failed
             if code.startswith("#502always"):
                 return JSONResponse({"detail": "bad gateway"}, status_code=502)
             if code == "#422":
@@ -141,6 +184,33 @@ class FakeBoxed:
             stdin = body.get("input", body.get("stdin", ""))
             result["stdout"] = result["output"] = code + "\n" + str(stdin)
             return result
+
+        @app.post("/sessions", status_code=201)
+        async def open_session() -> Any:
+            self.sessions_made += 1
+            return self._session_info(f"{self.name}-{self.sessions_made}")
+
+        @app.get("/sessions/{sid}")
+        async def session_info(sid: str) -> Any:
+            return self._session_info(sid)
+
+        @app.delete("/sessions/{sid}", status_code=204)
+        async def close_session(sid: str) -> None:
+            return None
+
+        @app.post("/sessions/{sid}/execute")
+        async def session_execute(sid: str, body: dict[str, Any]) -> Any:
+            code = str(body.get("code", ""))
+            gone = {
+                "#lost": outcome_fields(Failure.of(FailureCode.SESSION_LOST)),
+                "#expired": outcome_fields(Failure.of(FailureCode.SESSION_EXPIRED)),
+                "#ended": outcome_fields(None),
+            }
+            if code in gone:
+                return JSONResponse({"detail": code, "errors": [], **gone[code]}, status_code=410)
+            if (failed := self._failing(code)) is not None:
+                return failed
+            return {**self._ok(code), "session_id": sid, "expires_in": 60.0, "lifetime_left": 60.0}
 
         @app.post("/calculate")
         async def calculate(body: dict[str, Any]) -> Any:
@@ -192,11 +262,11 @@ class FakeBoxed:
 class LiveServer:
     """A uvicorn server on 127.0.0.1 in a background thread."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, port: int = 0) -> None:
         self.fake = FakeBoxed(name)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", port))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         config = uvicorn.Config(
             self.fake.app, log_level="warning", lifespan="off", access_log=False
@@ -580,6 +650,268 @@ def test_async_client_refuses_a_second_event_loop(live: tuple[LiveServer, LiveSe
         first.run_until_complete(client.aclose())
     finally:
         first.close()
+
+
+# ---------------------------------------------------------------- deadlines and typed failures
+
+
+def test_attempts_are_bounded_by_the_deadline_unless_told_otherwise() -> None:
+    client = Client("http://127.0.0.1:9")
+    assert client.max_attempts is None and client.deadline == 120 and client.session_timeout == 10
+    with pytest.raises(ValueError, match="deadline=None and max_attempts=None"):
+        Client("http://127.0.0.1:9", deadline=None)
+    with pytest.raises(ValueError, match="deadline=None and max_attempts=None"):
+        AsyncClient("http://127.0.0.1:9", deadline=None, max_attempts=None)
+    assert Client("http://127.0.0.1:9", deadline=None, max_attempts=3).max_attempts == 3
+    with pytest.raises(ValueError, match="max_attempts must be at least 1"):
+        Client("http://127.0.0.1:9", max_attempts=0)
+
+
+def _restart_after(server: LiveServer, outage: float) -> tuple[threading.Timer, list[LiveServer]]:
+    """Stop ``server`` now and start a new one on its port ``outage`` seconds later: until
+    then every connection to it is refused, as during a service restart."""
+    server.stop()
+    port = int(server.url.rsplit(":", 1)[1])
+    back: list[LiveServer] = []
+    timer = threading.Timer(outage, lambda: back.append(LiveServer("back", port)))
+    timer.start()
+    return timer, back
+
+
+@pytest.mark.parametrize("outage", [2.0, 15.0])
+def test_a_service_restarted_during_the_call_is_reached(outage: float) -> None:
+    """Default settings: the call keeps trying until its deadline (120 s), so a service back
+    15 s later answers it (before: 8 attempts, given up after 9-13 s)."""
+    server = LiveServer("first")
+    with Client(server.url) as client:
+        assert client.execute("before").request_id == "first"
+        timer, back = _restart_after(server, outage)
+        start = time.monotonic()
+        try:
+            result = client.execute("during")
+            elapsed = time.monotonic() - start
+        finally:
+            timer.join()
+            for restarted in back:
+                restarted.stop()
+    assert result.ok and result.request_id == "back" and back[0].fake.calls["during"] == 1
+    # Reached within one backoff step (backoff_max, 5 s) of its return.
+    assert outage <= elapsed < outage + client.backoff_max + 1
+
+
+def test_a_dead_service_fails_at_the_deadline_not_after(dead_url: str) -> None:
+    with Client(dead_url, deadline=5) as client:
+        start = time.monotonic()
+        with pytest.raises(BoxedUnavailable) as info:
+            client.execute("x")
+        elapsed = time.monotonic() - start
+    assert 4.5 <= elapsed <= 5.5  # it used its time, and no more (it ran 6.8 s before)
+    assert info.value.failure == Failure(FailureCode.DEADLINE_EXCEEDED, retryable=False)
+    assert info.value.outcome == "infrastructure"
+    assert "deadline of 5 s ran out" in str(info.value) and "ConnectError" in str(info.value)
+
+
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """A loopback port that accepts connections (the kernel's backlog) and never answers."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def test_a_silent_service_is_waited_for_until_the_deadline_only(silent_url: str) -> None:
+    """The read timeout (30 s, more for a snippet's timeout) and the wait for one of the
+    client's own slots are both cut to the deadline."""
+
+    async def main() -> list[BaseException | ExecuteResult]:
+        async with AsyncClient(silent_url, deadline=1.5, max_concurrency=1) as client:
+            calls = [client.execute("x", timeout=10), client.execute("y")]
+            return await asyncio.gather(*calls, return_exceptions=True)
+
+    start = time.monotonic()
+    first, second = asyncio.run(main())
+    assert time.monotonic() - start <= 2.0
+    for error in (first, second):
+        assert isinstance(error, BoxedUnavailable)
+        assert error.failure is not None and error.failure.code == "deadline_exceeded"
+    assert "ReadTimeout" in str(first)
+
+
+def test_the_wait_for_a_slot_of_the_client_ends_at_the_deadline(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    with Client(live[0].url, deadline=0.5, max_concurrency=1) as client:
+        client._slot.acquire()  # another thread's call holds the only slot
+        start = time.monotonic()
+        with pytest.raises(BoxedUnavailable, match="free slot") as info:
+            client.execute("x")
+        assert 0.45 <= time.monotonic() - start <= 0.7
+        client._slot.release()
+    assert info.value.failure is not None and info.value.failure.code == "deadline_exceeded"
+
+
+def test_a_retryable_failure_is_retried_honouring_retry_after(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    """/run_code's 504 and any answer whose failure is retryable are retried, after the
+    server's Retry-After; a failure that is not retryable is raised at once with it."""
+    a = live[0]
+    gateway = f"#fail:504:2:{key()}:sandbox_unavailable:0.4"
+    engine = f"#fail:500:2:{key()}:engine_unavailable"
+    bug = f"#fail:500:9:{key()}:internal_error"
+    with Client(**fast(a.url)) as client:
+        start = time.monotonic()
+        assert client.execute(gateway).ok
+        assert time.monotonic() - start >= 0.8  # two waits of Retry-After: 0.4
+        assert client.execute(engine).ok
+        with pytest.raises(BoxedHTTPError) as info:
+            client.execute(bug)
+    assert a.fake.calls[gateway] == 3 and a.fake.calls[engine] == 3 and a.fake.calls[bug] == 1
+    assert info.value.status_code == 500 and not isinstance(info.value, SessionLost)
+    assert info.value.failure == Failure(FailureCode.INTERNAL_ERROR, retryable=False)
+    assert info.value.outcome == "infrastructure"
+
+
+def test_an_answer_with_a_retryable_failure_is_retried_then_returned_as_no_verdict(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    a = live[0]
+    once = f"#fail:200:1:{key()}:sandbox_lost"
+    always = f"#fail:200:999:{key()}:sandbox_lost"
+    with Client(**fast(a.url, deadline=0.5)) as client:
+        recovered = client.execute(once)
+        start = time.monotonic()
+        lost = client.execute(always)
+        elapsed = time.monotonic() - start
+    assert recovered.ok and recovered.outcome == "code" and a.fake.calls[once] == 2
+    # Out of time: the last answer is the call's, and it says it is no verdict.
+    assert a.fake.calls[always] > 2 and 0.3 <= elapsed <= 0.6
+    assert lost.outcome == "infrastructure" and lost.failure is not None
+    assert lost.failure.code == "sandbox_lost" and lost.failure.retryable
+    assert reward_or_none(recovered, lambda r: 1.0) == 1.0
+    assert reward_or_none(lost, lambda r: 1.0) is None
+
+
+def test_errors_carry_whose_failure_it_is(
+    live: tuple[LiveServer, LiveServer], dead_url: str
+) -> None:
+    a = live[0]
+    with Client(**fast(a.url, max_attempts=2)) as client:
+        with pytest.raises(BoxedHTTPError) as caller:
+            client.execute("#422")
+        with pytest.raises(BoxedHTTPError) as proxy:
+            client.execute(f"#502always:{key()}")
+    with Client(**fast(a.url, deadline=1)) as client:
+        with pytest.raises(BoxedHTTPError) as busy:  # Retry-After 30 s: past the deadline
+            client.execute(f"#429:5:{key()}:30")
+    with Client(**fast(dead_url, max_attempts=2)) as client:
+        with pytest.raises(BoxedUnavailable) as down:
+            client.execute("x")
+    # A caller's own mistake is nobody's verdict: no failure, no outcome.
+    assert caller.value.failure is None and caller.value.outcome is None
+    # A proxy's bare 502 and a 429 without a body failure still name theirs.
+    assert proxy.value.failure == Failure.of(FailureCode.SERVICE_UNREACHABLE)
+    assert busy.value.failure == Failure.of(FailureCode.OVERLOADED)
+    assert busy.value.outcome == "infrastructure"
+    assert down.value.failure == Failure(FailureCode.SERVICE_UNREACHABLE, retryable=True)
+    assert "attempt 2 of 2" in str(down.value)
+    assert reward_or_none(down.value, lambda r: 1.0) is None
+    with pytest.raises(BoxedHTTPError):
+        reward_or_none(caller.value, lambda r: 1.0)  # a bug of the caller is not masked
+
+
+def test_session_lost_by_the_infrastructure_is_told_from_one_its_code_ended(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    with Client(live[0].url) as client, client.session() as session:
+        assert session.execute("x = 1").ok
+        with pytest.raises(SessionLost) as lost:
+            session.execute("#lost")
+        with pytest.raises(SessionLost) as expired:
+            session.execute("#expired")
+        with pytest.raises(BoxedHTTPError) as ended:
+            session.execute("#ended")
+    assert lost.value.status_code == 410 and lost.value.outcome == "infrastructure"
+    assert lost.value.failure == Failure(FailureCode.SESSION_LOST, retryable=False)
+    assert expired.value.failure == Failure(FailureCode.SESSION_EXPIRED, retryable=False)
+    assert not isinstance(ended.value, SessionLost) and ended.value.status_code == 410
+    assert ended.value.outcome == "code" and ended.value.failure is None
+    assert reward_or_none(lost.value, lambda r: 1.0) is None
+    with pytest.raises(BoxedHTTPError):
+        reward_or_none(ended.value, lambda r: 1.0)  # the caller decides what its end is worth
+
+
+def test_a_session_whose_server_is_gone_fails_within_the_session_timeout() -> None:
+    """Default settings (deadline 120 s): the session's calls stop trying after 10 s, never
+    move to the other server, and closing it does not wait again."""
+    a, b = LiveServer("a"), LiveServer("b")
+    try:
+        with Client([a.url, b.url]) as client:
+            session = client.session().open()
+            home, other = (a, b) if session.id and session.id.startswith("a-") else (b, a)
+            assert session.execute("x = 1").request_id == home.fake.name
+            home.stop()
+            start = time.monotonic()
+            with pytest.raises(SessionUnreachable) as info:
+                session.execute("print(x)")
+            elapsed = time.monotonic() - start
+            start = time.monotonic()
+            session.close()
+            assert time.monotonic() - start < 0.1 and session.id is None
+            assert client.execute("elsewhere").request_id == other.fake.name
+    finally:
+        a.stop()
+        b.stop()
+    assert 9.5 <= elapsed <= 10.5
+    assert info.value.failure == Failure(FailureCode.SERVICE_UNREACHABLE, retryable=True)
+    assert isinstance(info.value, BoxedUnavailable) and "ConnectError" in str(info.value)
+    assert other.fake.sessions_made == 0 and sum(other.fake.calls.values()) == 1
+
+
+def test_async_session_bound_is_a_setting() -> None:
+    server = LiveServer("a")
+
+    async def main() -> float:
+        async with AsyncClient(server.url, session_timeout=1.0) as client:
+            session = await client.session().open()
+            server.stop()
+            start = time.monotonic()
+            with pytest.raises(SessionUnreachable):
+                await session.execute("1")
+            elapsed = time.monotonic() - start
+            await session.close()
+            return elapsed
+
+    try:
+        assert 0.8 <= asyncio.run(main()) <= 1.3
+    finally:
+        server.stop()
+
+
+def test_a_session_call_is_never_sent_twice_even_for_a_retryable_failure(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    """A lost sandbox under a session call may have run it: 502/504 and failures that say
+    retryable are raised, not sent again (x += 1 run twice is not x += 1)."""
+    a = live[0]
+    code = f"#fail:504:1:{key()}:sandbox_lost"
+    with Client(a.url) as client, client.session() as session:
+        with pytest.raises(BoxedHTTPError) as info:
+            session.execute(code)
+    assert info.value.status_code == 504 and info.value.failure is not None
+    assert info.value.failure.code == "sandbox_lost"
+
+
+def test_read_timeouts_allow_for_the_servers_one_rerun() -> None:
+    """The server runs a snippet again once on a fresh sandbox if its sandbox is lost: the
+    wait for /execute and /judge allows for two runs; a session call is never rerun."""
+    client = Client("http://127.0.0.1:9", read_timeout=1, read_margin=15)
+    assert client._exec_read_timeout({"timeout": 10}) == 2 * 10 + 5 + 15
+    assert client._exec_read_timeout({"timeout": 10}, rerun=False) == 10 + 15
+    tests = [{"timeout": 2}, {"timeout": 3}]
+    assert client._judge_read_timeout({"tests": tests}) == (4 + 6) + 2 * (5 + 1) + 60 + 15
 
 
 # ---------------------------------------------------------------------------------- readiness
