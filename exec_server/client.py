@@ -594,14 +594,18 @@ class _Attempts:
         self.read_timeout = read_timeout
         self.start = time.monotonic()
         self.deadline = None if client.deadline is None else self.start + client.deadline
-        # A pinned call stops trying to reach its server after session_timeout (never later
-        # than the deadline).
-        self.reach_by = (
-            None if pin is None else _earliest(self.deadline, self.start + client.session_timeout)
-        )
+        # A pinned call gives up on its server once it has not answered for session_timeout
+        # (never later than the deadline); every answer, a 429 say, starts that wait again.
+        self.reach_by: float | None = None
+        self._heard_from_server()
         self.attempt = 0
         self.index: int | None = None
         self.answer: Any = None  # the JSON of the answer, once there is one
+
+    def _heard_from_server(self) -> None:
+        if self.pin is not None:
+            heard = time.monotonic() + self.client.session_timeout
+            self.reach_by = _earliest(self.deadline, heard)
 
     def left(self) -> float | None:
         """Seconds before the deadline (``None``: no deadline)."""
@@ -643,7 +647,7 @@ class _Attempts:
         if self.pin is not None:
             delay = None
             if self.replay or isinstance(exc, _NOT_SENT):
-                delay = self._schedule(i, None, until=self.reach_by)
+                delay = self._schedule(i, until=self.reach_by)
             if delay is None:
                 if self.session is not None:
                     self.session._unreachable = True
@@ -655,7 +659,7 @@ class _Attempts:
             return delay
         if not self.replay and not isinstance(exc, _NOT_SENT):
             raise BoxedUnavailable(f"{what} (may have reached the server: not sent again)") from exc
-        delay = self._schedule(i, None)
+        delay = self._schedule(i)
         if delay is not None:
             return delay
         if self._out_of_attempts():
@@ -677,11 +681,12 @@ class _Attempts:
             # The service says the same request may succeed: try again while there is time,
             # else this answer (its outcome says it is no verdict) is the call's.
             i = self._take_index()
-            delay = self._schedule(i, None)
+            delay = self._schedule(i)
             if delay is None:
                 self.index = i
             return delay
         i = self._take_index()
+        self._heard_from_server()
         error = _http_error(self.method, response, self.headers["X-Request-ID"])
         retryable = status in RETRY_STATUSES or (
             error.failure is not None and error.failure.retryable
@@ -692,7 +697,7 @@ class _Attempts:
             raise error  # a proxy's 502/504, a lost sandbox: the request may have run
         if error.retry_after is not None:
             self.client._hold(i, error.retry_after)
-        delay = self._schedule(i, error.retry_after)
+        delay = self._schedule(i)
         if delay is None:
             raise error
         return delay
@@ -711,12 +716,11 @@ class _Attempts:
     def _out_of_attempts(self) -> bool:
         return self.client.max_attempts is not None and self.attempt >= self.client.max_attempts
 
-    def _schedule(
-        self, i: int, retry_after: float | None, until: float | None = None
-    ) -> float | None:
-        """Seconds to wait before the next attempt, or ``None`` when the call must give up:
-        out of attempts, or no time left before the deadline (and ``until``) for one more
-        attempt after the wait -- a ``Retry-After`` that ends past it gives up at once."""
+    def _schedule(self, i: int, until: float | None = None) -> float | None:
+        """Seconds to wait before the next attempt after URL ``i`` failed, or ``None`` when
+        the call must give up: out of attempts, or no time left before the deadline (and
+        ``until``) for one more attempt after the wait -- a ``Retry-After`` hold that ends
+        past it gives up at once."""
         if self._out_of_attempts():
             return None
         # Another URL that is up and not asking us to wait: fail over to it at once.
