@@ -9,9 +9,9 @@ Built for RL environments that call the service thousands of times a minute:
 * a client-side concurrency cap, so a burst of rollouts queues here instead of flooding the server;
 * retries with jittered exponential backoff on transport errors, on 429/502/503/504 and on any
   answer whose ``failure.retryable`` is true, honouring ``Retry-After``, until the call's
-  deadline and never past it -- never on the code's own failures (a 200 with
-  ``status="error"`` is a result) and never on other 4xx (a caller mistake:
-  :class:`BoxedHTTPError` with the detail);
+  deadline and never past it (but for a run's own time limit) -- never on the code's own
+  failures (a 200 with ``status="error"`` is a result) and never on other 4xx (a caller
+  mistake: :class:`BoxedHTTPError` with the detail);
 * every error carries ``failure`` and ``outcome`` (``scorer.outcome``), so a trainer can tell an
   infrastructure failure (no reward) from the code's own verdict: :func:`reward_or_none`;
 * several server URLs, used round-robin; a URL that fails with a transport error is set aside
@@ -87,6 +87,13 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # The server retries a run whose sandbox was lost once, on a fresh sandbox: one answer may take
 # twice the run's wall limit plus this (exec_server/runs.py, RETRY_MARGIN).
 SERVER_RETRY_MARGIN = 5.0
+# The server's default limits (settings.py), for a call that states none: a snippet's or a
+# test's wall limit, and a compile step's.
+SERVER_RUN_TIMEOUT = 5.0
+SERVER_COMPILE_TIMEOUT = 15.0
+# Seconds a run takes beyond its own limit at most to start and report (a judge: once, plus a
+# little per test).
+RUN_START, PER_TEST_START = 1.0, 0.2
 # The least time left that is worth one more attempt: a sleep is cut to leave it, and a call
 # with less left gives up rather than send a request that cannot be answered in time.
 LAST_TRY = 0.05
@@ -420,10 +427,10 @@ class _Base:
                 covers the server's queue wait, 10 s by default, and start-up).
             max_attempts: HTTP attempts per call, failovers included (``None``: as many as
                 the deadline allows).
-            deadline: seconds one call may take with all its retries, never more: each
-                attempt's timeouts and each wait are cut to what is left (``None``: no limit,
-                then ``max_attempts`` is required). Give it at least the slowest answer you
-                accept: a run cut by the deadline is no reward, not the code's verdict.
+            deadline: seconds one call may take with all its retries: each connect and each
+                wait is cut to what is left, and so is the wait for an answer, but never below
+                the time the call gave its code (a run cut short would be no reward, not the
+                code's verdict). ``None``: no limit, then ``max_attempts`` is required.
             backoff_base, backoff_max: jittered exponential backoff between attempts.
             cooloff: seconds a URL that failed with a transport error is avoided while others work.
             session_timeout: seconds a session call keeps trying to reach the server holding
@@ -504,6 +511,26 @@ class _Base:
         work = runs + (body.get("compile_timeout") or 60)
         return max(self.read_timeout, work + self.read_margin)
 
+    def _exec_code_time(self, body: Mapping[str, Any]) -> float:
+        """Seconds the snippet itself may take: its time limit (the server's default when it
+        states none) and its start. A run is never cut shorter by the deadline (below)."""
+        timeout = body.get("timeout")
+        return (timeout if isinstance(timeout, int | float) else SERVER_RUN_TIMEOUT) + RUN_START
+
+    def _judge_code_time(self, body: Mapping[str, Any]) -> float:
+        """Seconds the submission itself may take: its compile step, then every test (and
+        its checker) using its whole limit."""
+        default = body.get("timeout")
+        default = default if isinstance(default, int | float) else SERVER_RUN_TIMEOUT
+        tests = body.get("tests") or [{}]
+        factor = 2 if body.get("comparison") == "checker" else 1
+        runs = sum((t.get("timeout") or default) * factor + PER_TEST_START for t in tests)
+        compile_ = body.get("compile_timeout")
+        if not isinstance(compile_, int | float):
+            interpreted = body.get("language") in (None, "python", "bash")
+            compile_ = 0.0 if interpreted else SERVER_COMPILE_TIMEOUT
+        return compile_ + runs + RUN_START
+
     def _score_read_timeout(self, body: Mapping[str, Any], n: int) -> float:
         """Long enough for every answer check of the request to use its whole time limit."""
         per_answer = body.get("timeout")
@@ -579,6 +606,7 @@ class _Attempts:
         pin: int | None = None,
         replay: bool = True,
         session: _SessionBase | None = None,
+        code_time: float = 0.0,
     ) -> None:
         self.client = client
         self.method = method
@@ -592,6 +620,10 @@ class _Attempts:
         # One id for every attempt of the call, so the server's logs tie retries together.
         self.headers = {"X-Request-ID": uuid.uuid4().hex}
         self.read_timeout = read_timeout
+        # The time the code itself may take: the deadline never cuts the wait for an answer
+        # shorter, since a run cut short would be no reward instead of the code's verdict, and
+        # slow code could learn to escape its verdict that way.
+        self.code_time = code_time
         self.start = time.monotonic()
         self.deadline = None if client.deadline is None else self.start + client.deadline
         # A pinned call gives up on its server once it has not answered for session_timeout
@@ -612,15 +644,18 @@ class _Attempts:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     def next(self) -> tuple[str, httpx.Timeout]:
-        """URL and timeouts of the next attempt, cut to the time left."""
+        """URL and timeouts of the next attempt, cut to the time left (the wait for an
+        answer never below the code's own time)."""
         self.attempt += 1
         if self.index is None:
             self.index = self.client._pick() if self.pin is None else self.pin
         now = time.monotonic()
         read = self.read_timeout
+        connect = self.client.connect_timeout
         if self.deadline is not None:
-            read = max(0.001, min(read, self.deadline - now))
-        connect = min(self.client.connect_timeout, read)
+            left = max(0.001, self.deadline - now)
+            connect = min(connect, left)
+            read = min(read, max(left, self.code_time))
         if self.reach_by is not None:
             connect = max(0.001, min(connect, self.reach_by - now))
         timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=read)
@@ -855,9 +890,15 @@ class Client(_Base):
             http.close()
 
     def _request(
-        self, method: str, path: str, body: Any = None, read_timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        read_timeout: float | None = None,
+        code_time: float = 0.0,
     ) -> Any:
-        return self._send(_Attempts(self, method, path, read_timeout or self.read_timeout), body)
+        read = read_timeout or self.read_timeout
+        return self._send(_Attempts(self, method, path, read, code_time=code_time), body)
 
     def _send(self, attempts: _Attempts, body: Any = None) -> Any:
         """The answer to ``attempts``' request, retried as its policy says."""
@@ -914,7 +955,8 @@ class Client(_Base):
         return self._execute_body(body)
 
     def _execute_body(self, body: dict[str, Any]) -> ExecuteResult:
-        data = self._request("POST", "/execute", body, self._exec_read_timeout(body))
+        read, code_time = self._exec_read_timeout(body), self._exec_code_time(body)
+        data = self._request("POST", "/execute", body, read, code_time)
         return ExecuteResult.model_validate(data)
 
     def judge(
@@ -932,7 +974,8 @@ class Client(_Base):
         ``cache``...); ``None`` ones are left out. Retries (same ``X-Request-ID``) join the
         run in flight or get its stored answer instead of judging again."""
         body = _judge_body(code, tests, {"language": language, **options})
-        data = self._request("POST", "/judge", body, self._judge_read_timeout(body))
+        read, code_time = self._judge_read_timeout(body), self._judge_code_time(body)
+        data = self._request("POST", "/judge", body, read, code_time)
         return JudgeResult.model_validate(data)
 
     @overload
@@ -1081,10 +1124,13 @@ class _SessionBase:
 
     def _call(self, code: str, input: str, timeout: float | None) -> tuple[_Attempts, dict]:
         body = _execute_body({"code": code, "input": input, "timeout": timeout})
-        read = self.client._exec_read_timeout(
-            {"timeout": timeout or self.limits.get("timeout")}, rerun=False
-        )
-        return self._attempts("POST", self._path("/execute"), read, replay=False), body
+        # The call's limit: its own, else the session's (as asked, else as the server set it).
+        limit = timeout or self.limits.get("timeout") or (self.info and self.info.timeout)
+        read = self.client._exec_read_timeout({"timeout": limit}, rerun=False)
+        code_time = self.client._exec_code_time({"timeout": limit})
+        attempts = self._attempts("POST", self._path("/execute"), read, replay=False)
+        attempts.code_time = code_time
+        return attempts, body
 
     def _attempts(
         self, method: str, path: str, read: float | None = None, *, replay: bool = True
@@ -1196,10 +1242,15 @@ class AsyncClient(_Base):
             )
 
     async def _request(
-        self, method: str, path: str, body: Any = None, read_timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        read_timeout: float | None = None,
+        code_time: float = 0.0,
     ) -> Any:
-        attempts = _Attempts(self, method, path, read_timeout or self.read_timeout)
-        return await self._send(attempts, body)
+        read = read_timeout or self.read_timeout
+        return await self._send(_Attempts(self, method, path, read, code_time=code_time), body)
 
     async def _send(self, attempts: _Attempts, body: Any = None) -> Any:
         """The answer to ``attempts``' request, retried as its policy says."""
@@ -1258,7 +1309,8 @@ class AsyncClient(_Base):
         return await self._execute_body(body)
 
     async def _execute_body(self, body: dict[str, Any]) -> ExecuteResult:
-        data = await self._request("POST", "/execute", body, self._exec_read_timeout(body))
+        read, code_time = self._exec_read_timeout(body), self._exec_code_time(body)
+        data = await self._request("POST", "/execute", body, read, code_time)
         return ExecuteResult.model_validate(data)
 
     async def judge(
@@ -1271,7 +1323,8 @@ class AsyncClient(_Base):
     ) -> JudgeResult:
         """Judge a submission against its tests; see :meth:`Client.judge`."""
         body = _judge_body(code, tests, {"language": language, **options})
-        data = await self._request("POST", "/judge", body, self._judge_read_timeout(body))
+        read, code_time = self._judge_read_timeout(body), self._judge_code_time(body)
+        data = await self._request("POST", "/judge", body, read, code_time)
         return JudgeResult.model_validate(data)
 
     @overload

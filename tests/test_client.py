@@ -210,6 +210,8 @@ class FakeBoxed:
                 return JSONResponse({"detail": code, "errors": [], **gone[code]}, status_code=410)
             if (failed := self._failing(code)) is not None:
                 return failed
+            if code.startswith("#sleep:"):
+                await asyncio.sleep(float(code.split(":")[1]))
             return {**self._ok(code), "session_id": sid, "expires_in": 60.0, "lifetime_left": 60.0}
 
         @app.post("/calculate")
@@ -723,12 +725,12 @@ def silent_url() -> Iterator[str]:
 
 
 def test_a_silent_service_is_waited_for_until_the_deadline_only(silent_url: str) -> None:
-    """The read timeout (30 s, more for a snippet's timeout) and the wait for one of the
-    client's own slots are both cut to the deadline."""
+    """The read timeout (30 s) and the wait for one of the client's own slots are both cut
+    to the deadline (the snippets' own limit, 0.4 s, fits in it)."""
 
     async def main() -> list[BaseException | ExecuteResult]:
         async with AsyncClient(silent_url, deadline=1.5, max_concurrency=1) as client:
-            calls = [client.execute("x", timeout=10), client.execute("y")]
+            calls = [client.execute("x", timeout=0.4), client.execute("y", timeout=0.4)]
             return await asyncio.gather(*calls, return_exceptions=True)
 
     start = time.monotonic()
@@ -905,6 +907,22 @@ def test_a_session_call_is_never_sent_twice_even_for_a_retryable_failure(
     assert info.value.failure.code == "sandbox_lost"
 
 
+def test_the_deadline_never_cuts_a_run_shorter_than_its_own_limit(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    """A run cut short would be no reward instead of the code's verdict (slow code could learn
+    to escape its verdict that way): the wait for an answer is never cut below the time the
+    call gave its code, even past the deadline; retries and waits still stop at it."""
+    with Client(live[0].url, deadline=0.5) as client:
+        start = time.monotonic()
+        assert client.execute("#sleep:1.0", timeout=1).ok
+        with client.session(timeout=1) as session:
+            assert session.execute("#sleep:1.0").ok
+        assert time.monotonic() - start >= 2.0
+        with pytest.raises(BoxedUnavailable, match="ReadTimeout"):
+            client.execute("#sleep:3", timeout=1)  # past its own limit: cut
+
+
 def test_read_timeouts_allow_for_the_servers_one_rerun() -> None:
     """The server runs a snippet again once on a fresh sandbox if its sandbox is lost: the
     wait for /execute and /judge allows for two runs; a session call is never rerun."""
@@ -913,6 +931,12 @@ def test_read_timeouts_allow_for_the_servers_one_rerun() -> None:
     assert client._exec_read_timeout({"timeout": 10}, rerun=False) == 10 + 15
     tests = [{"timeout": 2}, {"timeout": 3}]
     assert client._judge_read_timeout({"tests": tests}) == (4 + 6) + 2 * (5 + 1) + 60 + 15
+    # What the code itself may take, which the deadline never cuts: its limits and start-up.
+    assert client._exec_code_time({"timeout": 10}) == 10 + 1
+    assert client._exec_code_time({}) == 5 + 1  # the server's default limit
+    assert client._judge_code_time({"tests": tests}) == pytest.approx(2.2 + 3.2 + 1)
+    cpp = {"tests": tests, "language": "cpp", "comparison": "checker"}
+    assert client._judge_code_time(cpp) == pytest.approx(15 + 4.2 + 6.2 + 1)
 
 
 # ---------------------------------------------------------------------------------- readiness
