@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -1110,3 +1111,47 @@ def test_client_rows_read_the_scorers_one_row_schema() -> None:
 
     for name, field in ScoreResult.model_fields.items():
         assert GradedRow.model_fields[name].annotation == field.annotation, name
+
+
+@pytest.mark.docker
+def test_real_service_faults_reach_the_client_typed() -> None:
+    """The real service under real faults: a session whose container is killed raises
+    SessionLost (session_lost, no reward); with the service stopped the session's call gives up
+    after session_timeout, never moved; a stateless call made while the service is down is
+    answered once it is back."""
+    from tests.conftest import running_service
+
+    with running_service(BOXED_POOL_SIZE="1") as service:
+        with Client(service.url, session_timeout=2) as client:
+            session = client.session().open()
+            assert session.execute("x = 1").ok
+            label = f"label=boxed.session={session.id}"
+            ps = ["docker", "ps", "-q", "--filter", label]
+            (container,) = subprocess.run(ps, capture_output=True, text=True).stdout.split()
+            subprocess.run(["docker", "kill", container], check=True, capture_output=True)
+            with pytest.raises(SessionLost) as lost:
+                session.execute("print(x)")
+            assert lost.value.failure == Failure(FailureCode.SESSION_LOST, retryable=False)
+            assert reward_or_none(lost.value, lambda r: 1.0) is None
+
+            alive = client.session().open()
+            service.stop()
+            start = time.monotonic()
+            with pytest.raises(SessionUnreachable) as gone:
+                alive.execute("1")
+            assert time.monotonic() - start <= 2.5
+            assert (
+                gone.value.failure is not None and gone.value.failure.code == "service_unreachable"
+            )
+            alive.close()  # forgotten without waiting again
+
+            restart = threading.Timer(2.0, service.start)
+            restart.start()
+            try:
+                start = time.monotonic()
+                result = client.execute("print(6 * 7)")
+                elapsed = time.monotonic() - start
+            finally:
+                restart.join()
+    assert result.ok and result.stdout == "42\n" and result.outcome == "code"
+    assert elapsed >= 2.0  # it waited out the restart, which it could not have answered sooner
