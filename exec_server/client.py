@@ -51,6 +51,7 @@ from exec_server.models import (
     SessionInfo,
 )
 from scorer.outcome import Failure, FailureCode, OutcomeKind
+from scorer.row import RowFailure
 from scorer.verdict import DEFAULT_TIMEOUT
 
 __all__ = [
@@ -94,6 +95,10 @@ SERVER_COMPILE_TIMEOUT = 15.0
 # Seconds a run takes beyond its own limit at most to start and report (a judge: once, plus a
 # little per test).
 RUN_START, PER_TEST_START = 1.0, 0.2
+# Times a 200 whose failure is retryable (a crashed grader worker, say) is sent again: the
+# service already retried it once, and an input that crashes it every time must not have the
+# client hammer it until the deadline.
+ANSWER_RETRIES = 2
 # The least time left that is worth one more attempt: a sleep is cut to leave it, and a call
 # with less left gives up rather than send a request that cannot be answered in time.
 LAST_TRY = 0.05
@@ -288,6 +293,9 @@ class ScoreResult(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     tool_calls: int = 0
     error: str | None = None
+    # "grader" (with its failure) when the grader could not decide: no reward.
+    outcome: OutcomeKind = OutcomeKind.CODE
+    failure: RowFailure | None = None
 
 
 class ScoreBatch(BaseModel):
@@ -298,13 +306,16 @@ class ScoreBatch(BaseModel):
     summary: dict[str, Any]
 
 
-def reward_or_none(answer: Attributed | BoxedError, reward: Callable[[Any], float]) -> float | None:
+def reward_or_none(
+    answer: Attributed | ScoreResult | BoxedError, reward: Callable[[Any], float | None]
+) -> float | None:
     """``reward(answer)`` when ``answer`` is the code's own verdict; ``None`` (no reward: mask
     the sample, never a 0) when the infrastructure or the grader failed, whether that came
     back as an answer or was raised. An error that is nobody's verdict (a caller mistake, a
     4xx; a session its own code ended) is raised again: masking it would hide a bug.
 
-    ``reward_or_none(result_or_exc, lambda judged: judged.pass_rate)``
+    ``reward_or_none(result_or_exc, lambda judged: judged.pass_rate)``;
+    ``reward_or_none(row_or_exc, lambda row: row.reward)`` for a :class:`ScoreResult`.
     """
     if isinstance(answer, BoxedError):
         if answer.outcome in (OutcomeKind.INFRASTRUCTURE, OutcomeKind.GRADER):
@@ -631,6 +642,7 @@ class _Attempts:
         self.reach_by: float | None = None
         self._heard_from_server()
         self.attempt = 0
+        self.answer_retries = 0
         self.index: int | None = None
         self.answer: Any = None  # the JSON of the answer, once there is one
 
@@ -713,6 +725,9 @@ class _Attempts:
             failure, _ = _attribution(self.answer, status)
             if failure is None or not failure.retryable or not self.replay:
                 return None
+            if self.answer_retries >= ANSWER_RETRIES:
+                return None
+            self.answer_retries += 1
             # The service says the same request may succeed: try again while there is time,
             # else this answer (its outcome says it is no verdict) is the call's.
             i = self._take_index()
