@@ -134,3 +134,15 @@ def test_the_openenv_episodes_help_is_whole_and_gives_the_default() -> None:
     ).stdout
     flat = " ".join(help_text.split())
     assert "script prints." in flat and "(default: http://127.0.0.1:8001)" in flat, help_text
+
+
+def test_the_client_docs_give_session_executes_real_parameters() -> None:
+    import inspect
+
+    from exec_server.client import Session
+
+    params = list(inspect.signature(Session.execute).parameters.values())[1:]
+    shown = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params)
+    shown = shown.replace("'", '"')
+    docs = (Path(__file__).parents[1] / "docs" / "client.md").read_text()
+    assert f"`execute({shown})`" in docs, shown
