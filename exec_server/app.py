@@ -12,6 +12,7 @@ from . import __version__
 from .admission import TenantFromHeader
 from .executor import Executor
 from .http import docs, errors, execute, judge, probes, scoring, sessions, tools
+from .http.instance import InstanceHeader
 from .http_limits import BodySizeLimit
 from .models import ErrorResponse
 from .result_cache import ResultCache
@@ -64,6 +65,8 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(TenantFromHeader)  # fair queueing between tenants (admission.py)
+    # outermost: the body-size 413 and every error answer name the instance too
+    app.add_middleware(InstanceHeader, instance=settings.instance_label)
     errors.install(app)
     for module in (execute, judge, sessions, scoring, tools, probes, docs):
         app.include_router(module.router)

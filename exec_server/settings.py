@@ -78,6 +78,12 @@ class Settings(BaseSettings):
     result_cache_ttl: float = Field(default=3600.0, gt=0, description="Seconds an answer is kept.")
     pids_limit: int = Field(default=64, ge=8)
     cpus: float = Field(default=1.0, gt=0, description="CPU quota of one sandbox.")
+    cpuset: str | None = Field(
+        default=None,
+        pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$",
+        description="CPUs every sandbox may run on (cpuset list, e.g. '0-3,8'); unset: any. "
+        "On a GPU node it keeps snippets off the inference engine's cores (docs/ray.md).",
+    )
     tmpfs_mb: int = Field(default=64, ge=1, description="Size of the sandbox's /tmp.")
     nofile: int = Field(default=256, ge=16)
 
@@ -185,7 +191,13 @@ class Settings(BaseSettings):
     )
 
     @field_validator(
-        "api_key", "runtime", "instance", "pod_namespace", "pod_key_file", mode="before"
+        "api_key",
+        "runtime",
+        "instance",
+        "cpuset",
+        "pod_namespace",
+        "pod_key_file",
+        mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:

@@ -73,6 +73,21 @@ def test_lifespan_starts_and_stops_the_executor() -> None:
     assert fake.stopped
 
 
+def test_every_answer_names_the_instance_that_served_it(
+    app: tuple[TestClient, FakeExecutor],
+) -> None:
+    client, _ = app
+    answers = [
+        client.post("/execute", json={"code": "ok"}),
+        client.get("/readyz"),
+        client.post("/execute", json={"code": 1}),  # 422
+        client.get("/no-such-route"),  # 404
+        client.post("/execute", content=b"x" * (9 * 1024 * 1024), headers=JSON),  # 413
+    ]
+    assert [a.status_code for a in answers] == [200, 200, 422, 404, 413]
+    assert {a.headers["X-Boxed-Instance"] for a in answers} == {"http-test"}
+
+
 @pytest.mark.parametrize("headers", [FORM, {}, JSON, {"content-type": "application/json; x=1"}])
 def test_a_json_body_is_read_whatever_its_content_type(
     app: tuple[TestClient, FakeExecutor], headers: dict[str, str]

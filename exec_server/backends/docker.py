@@ -336,6 +336,7 @@ class DockerBackend:
             mem_limit=limit,
             memswap_limit=limit,
             nano_cpus=int(s.cpus * 1e9),
+            cpuset_cpus=s.cpuset,  # None: any CPU
             ulimits=[
                 Ulimit(name="nofile", soft=s.nofile, hard=s.nofile),
                 Ulimit(name="fsize", soft=fsize, hard=fsize),
