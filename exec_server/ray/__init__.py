@@ -1,0 +1,253 @@
+"""boxed on every node of a Ray cluster, reached node-locally (docs/ray.md; extra ``boxed[ray]``).
+
+One named, detached actor per alive node (:class:`~exec_server.ray.node_service.NodeService`),
+pinned to its node and restarted by Ray when it crashes, runs the node's service on a fixed
+port. The actors are the registry: their names carry their node ids, so any driver, task or
+the CLI (``python -m exec_server.ray``) finds them, and a node that leaves takes its entry with
+it at the next :func:`reconcile`.
+
+Clients prefer their own node's service and fail over to the others (``routing="ordered"``):
+code runs next to the rollout that sent it, and a lost node costs a failover, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+except ImportError as exc:  # pragma: no cover - the extra is not installed
+    raise ImportError("exec_server.ray needs Ray: pip install 'boxed[ray]'") from exc
+
+from exec_server.client import AsyncClient, Client
+from exec_server.ray.node_service import NodeService, ServiceSpec
+
+__all__ = [
+    "async_client",
+    "client",
+    "deploy",
+    "local_url",
+    "ordered_urls",
+    "reconcile",
+    "shutdown",
+    "status",
+    "urls",
+    "use_node_local_service",
+]
+
+NAMESPACE = "boxed"
+PREFIX = "boxed-node-"
+DEFAULT_PORT = 5002
+CALL_TIMEOUT = 30.0  # seconds one actor call may take (a stop waits for its own timeout too)
+READY_TIMEOUT = 300.0
+
+_Actor = ray.remote(NodeService)
+
+
+def _ensure_ray() -> None:
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=NAMESPACE)
+
+
+def _alive_nodes() -> dict[str, str]:
+    """Node id -> node IP of every alive node."""
+    return {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+
+
+def _actors() -> dict[str, Any]:
+    """Node id -> handle of every service actor registered (alive node or not)."""
+    names = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["namespace"] == NAMESPACE and a["name"].startswith(PREFIX)
+    ]
+    handles = {}
+    for name in names:
+        try:
+            handles[name[len(PREFIX) :]] = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:  # gone between the listing and now
+            pass
+    return handles
+
+
+def _start(spec: ServiceSpec) -> Any:
+    """The node's actor, created if it does not exist (``get_if_exists``: idempotent)."""
+    return _Actor.options(
+        name=PREFIX + spec.node_id,
+        namespace=NAMESPACE,
+        get_if_exists=True,
+        lifetime="detached",
+        max_restarts=-1,  # a crashed actor comes back on its node, on the same port
+        max_concurrency=8,  # status calls are answered while a readiness wait runs
+        num_cpus=spec.num_cpus,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(spec.node_id, soft=False),
+    ).remote(spec)
+
+
+def _wait_ready(handles: Mapping[str, Any], timeout: float) -> None:
+    if not handles:
+        return
+    ready = ray.get(
+        [h.wait_ready.remote(timeout) for h in handles.values()], timeout=timeout + CALL_TIMEOUT
+    )
+    late = [node for node, ok in zip(handles, ready, strict=True) if not ok]
+    if late:
+        raise TimeoutError(f"boxed not ready within {timeout:g} s on nodes {late}")
+
+
+def deploy(
+    port: int = DEFAULT_PORT,
+    env: Mapping[str, str] | None = None,
+    num_cpus: float = 0,
+    ports: Mapping[str, int] | None = None,
+    wait: bool = True,
+    timeout: float = READY_TIMEOUT,
+) -> dict[str, str]:
+    """Start boxed on every alive node (nodes that already have it keep theirs: stop first to
+    change the settings) and return node id -> URL.
+
+    Args:
+        port: the port of every node's service.
+        env: ``BOXED_*`` settings of every service (the actor's environment is inherited).
+        num_cpus: CPUs each actor reserves in Ray's accounting (it bounds nothing: docs/ray.md).
+        ports: a port per node id, overriding ``port`` (several nodes on one host, as in tests).
+        wait: return only when every service answers ``/readyz`` (else ``TimeoutError``).
+    """
+    _ensure_ray()
+    ports = dict(ports or {})
+    handles = {
+        node: _start(
+            ServiceSpec(
+                node_id=node,
+                host=ip,
+                port=ports.get(node, port),
+                default_port=port,
+                env=dict(env or {}),
+                num_cpus=num_cpus,
+            )
+        )
+        for node, ip in _alive_nodes().items()
+    }
+    if wait:
+        _wait_ready(handles, timeout)
+    return urls()
+
+
+def _infos(handles: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    refs = [h.info.remote() for h in handles.values()]
+    return dict(zip(handles, ray.get(refs, timeout=CALL_TIMEOUT), strict=True))
+
+
+def urls() -> dict[str, str]:
+    """Node id -> URL of the service of every alive node that has one."""
+    _ensure_ray()
+    alive = _alive_nodes()
+    handles = {node: h for node, h in _actors().items() if node in alive}
+    return {node: info["url"] for node, info in sorted(_infos(handles).items())}
+
+
+def ordered_urls(node_id: str | None = None) -> list[str]:
+    """Every service's URL, the given node's (default: this one's) first, then the others
+    in node-id order from there on: nodes that lose their own service fail over to
+    different services rather than all to the same one."""
+    by_node = urls()
+    node_id = node_id or ray.get_runtime_context().get_node_id()
+    nodes = sorted(by_node)
+    if node_id in by_node:
+        start = nodes.index(node_id)
+        nodes = nodes[start:] + nodes[:start]
+    return [by_node[node] for node in nodes]
+
+
+def local_url() -> str | None:
+    """This node's service URL, or None when it has none."""
+    return urls().get(ray.get_runtime_context().get_node_id())
+
+
+def status() -> dict[str, dict[str, Any]]:
+    """Per node id: ``url``, ``pid`` (the service process), ``instance``, ``ready`` and
+    ``starts``; a registered service whose node is dead is listed with ``alive: False``."""
+    _ensure_ray()
+    alive = _alive_nodes()
+    actors = _actors()
+    live = {node: h for node, h in actors.items() if node in alive}
+    infos = _infos(live)
+    ready = ray.get([h.ready.remote() for h in live.values()], timeout=CALL_TIMEOUT)
+    out: dict[str, dict[str, Any]] = {}
+    for (node, info), ok in zip(infos.items(), ready, strict=True):
+        out[node] = {k: info[k] for k in ("url", "pid", "instance", "starts")}
+        out[node].update(ready=ok, alive=True)
+    for node in actors.keys() - live.keys():
+        out[node] = {"url": None, "pid": None, "instance": None, "ready": False, "alive": False}
+    return dict(sorted(out.items()))
+
+
+def reconcile(
+    ports: Mapping[str, int] | None = None, wait: bool = True, timeout: float = READY_TIMEOUT
+) -> dict[str, list[str]]:
+    """Nodes that joined get a service (the settings of an existing one), services of dead
+    nodes leave the registry. Returns the node ids ``added`` and ``removed``."""
+    _ensure_ray()
+    alive = _alive_nodes()
+    actors = _actors()
+    removed = sorted(actors.keys() - alive.keys())
+    for node in removed:
+        ray.kill(actors[node], no_restart=True)
+    joined = sorted(alive.keys() - actors.keys())
+    handles: dict[str, Any] = {}
+    if joined:
+        existing = [h for node, h in actors.items() if node in alive]
+        if not existing:
+            raise RuntimeError("no boxed service to copy the settings from: deploy() first")
+        template = ServiceSpec(**ray.get(existing[0].info.remote(), timeout=CALL_TIMEOUT)["spec"])
+        ports = dict(ports or {})
+        for node in joined:
+            spec = ServiceSpec(
+                node_id=node,
+                host=alive[node],
+                port=ports.get(node, template.default_port),
+                default_port=template.default_port,
+                env=template.env,
+                num_cpus=template.num_cpus,
+            )
+            handles[node] = _start(spec)
+        if wait:
+            _wait_ready(handles, timeout)
+    return {"added": joined, "removed": removed}
+
+
+def shutdown(timeout: float = 60.0) -> list[str]:
+    """Stop every service (each removes its sandboxes as it stops) and remove every actor.
+    Returns the node ids whose services were stopped."""
+    _ensure_ray()
+    alive = _alive_nodes()
+    actors = _actors()
+    live = {node: h for node, h in actors.items() if node in alive}
+    if live:
+        ray.get([h.stop.remote(timeout) for h in live.values()], timeout=timeout + CALL_TIMEOUT)
+    for handle in actors.values():
+        ray.kill(handle, no_restart=True)
+    return sorted(live)
+
+
+def client(**kw: Any) -> Client:
+    """A :class:`~exec_server.client.Client` whose URLs are this node's service first, then
+    the others (``routing="ordered"``); ``kw`` as the client's own arguments."""
+    return Client(ordered_urls(), **{"routing": "ordered", **kw})
+
+
+def async_client(**kw: Any) -> AsyncClient:
+    """:func:`client`'s asyncio counterpart."""
+    return AsyncClient(ordered_urls(), **{"routing": "ordered", **kw})
+
+
+def use_node_local_service() -> None:
+    """Worker set-up hook: ``BOXED_URL`` becomes this node's service first, then the others,
+    and ``BOXED_ROUTING`` ``ordered``, so trainer code that builds ``Client()`` from the
+    environment goes node-local unchanged. Give it to Ray as
+    ``runtime_env={"worker_process_setup_hook": "exec_server.ray.use_node_local_service"}``."""
+    os.environ["BOXED_URL"] = ",".join(ordered_urls())
+    os.environ["BOXED_ROUTING"] = "ordered"
