@@ -14,10 +14,11 @@ Built for RL environments that call the service thousands of times a minute:
   mistake: :class:`BoxedHTTPError` with the detail);
 * every error carries ``failure`` and ``outcome`` (``scorer.outcome``), so a trainer can tell an
   infrastructure failure (no reward) from the code's own verdict: :func:`reward_or_none`;
-* several server URLs, used round-robin; a URL that fails with a transport error is set aside
-  for a cool-off period and the request moves to another URL at once. A session stays on the
-  server that made it: when that server does not answer, its calls fail within
-  ``session_timeout`` (:class:`SessionUnreachable`), never moved elsewhere.
+* several server URLs, used round-robin (``routing="spread"``) or first healthy first
+  (``routing="ordered"``: a node's own service, then the others); a URL that fails with a
+  transport error is set aside for a cool-off period and the request moves to another URL at
+  once. A session stays on the server that made it: when that server does not answer, its
+  calls fail within ``session_timeout`` (:class:`SessionUnreachable`), never moved elsewhere.
 
 Only ``httpx`` and ``pydantic`` are needed; importing this module does not pull in FastAPI or
 Docker.
@@ -80,6 +81,8 @@ DEFAULT_URL = "http://localhost:5002"
 # The scorer's default time limit per answer check.
 SERVER_SCORE_TIMEOUT = DEFAULT_TIMEOUT
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+Routing: TypeAlias = Literal["spread", "ordered"]
+ROUTINGS: tuple[Routing, ...] = ("spread", "ordered")
 # Timeouts of the wait for an answer are not signs of a dead server (the snippet or the queue may
 # simply be slow), so they are retried but do not set the URL aside.
 _SLOW_ERRORS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
@@ -421,6 +424,7 @@ class _Base:
         backoff_max: float = 5.0,
         cooloff: float = 5.0,
         session_timeout: float = 10.0,
+        routing: Routing | None = None,
     ) -> None:
         """
         Args:
@@ -446,6 +450,10 @@ class _Base:
             cooloff: seconds a URL that failed with a transport error is avoided while others work.
             session_timeout: seconds a session call keeps trying to reach the server holding
                 the session before it raises :class:`SessionUnreachable`.
+            routing: ``"spread"``: calls go round-robin over the URLs; ``"ordered"``: each call
+                goes to the first URL that is neither cooling off nor held by a 429's
+                Retry-After (a node's own service first: ``exec_server.ray``); default
+                ``$BOXED_ROUTING``, else ``"spread"``.
         """
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -469,6 +477,10 @@ class _Base:
         self.backoff_max = backoff_max
         self.cooloff = cooloff
         self.session_timeout = session_timeout
+        routing = routing or os.environ.get("BOXED_ROUTING") or "spread"
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, not {routing!r}")
+        self.routing: Routing = routing
         api_key = api_key if api_key is not None else os.environ.get("BOXED_API_KEY")
         self._headers = {"User-Agent": f"boxed-client/{__version__}"}
         if api_key:
@@ -550,13 +562,14 @@ class _Base:
         return max(self.read_timeout, n * per_answer + self.read_margin)
 
     def _pick(self, exclude: int | None = None) -> int | None:
-        """Next URL round-robin among those neither held nor cooling off; else among those not
-        held; else the one whose hold ends first. With ``exclude``, only a fully available URL
-        other than it, or ``None``."""
+        """Next URL (round-robin, or the first in order with ``routing="ordered"``) among those
+        neither held nor cooling off; else among those not held; else the one whose hold ends
+        first. With ``exclude``, only a fully available URL other than it, or ``None``."""
         now = time.monotonic()
         n = len(self.urls)
         with self._lock:
-            order = [(self._next + k) % n for k in range(n)]
+            first = 0 if self.routing == "ordered" else self._next
+            order = [(first + k) % n for k in range(n)]
             free = [
                 i
                 for i in order

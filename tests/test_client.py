@@ -559,6 +559,49 @@ def test_429_on_one_server_moves_to_the_other_at_once(live: tuple[LiveServer, Li
     assert later == ["b"] * 3
 
 
+def test_ordered_routing_sends_every_call_to_the_first_url(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    a, b = live
+    with Client([a.url, b.url], routing="ordered") as client:
+        ids = [client.execute(f"o{i}").request_id for i in range(6)]
+    assert ids == ["a"] * 6
+
+
+def test_ordered_routing_fails_over_past_a_dead_first_url_at_once(
+    live: tuple[LiveServer, LiveServer], dead_url: str
+) -> None:
+    a, b = live
+    with Client([dead_url, b.url, a.url], routing="ordered", max_attempts=2) as client:
+        start = time.monotonic()
+        ids = [client.execute(f"d{i}").request_id for i in range(6)]
+    assert ids == ["b"] * 6 and time.monotonic() - start < 1.0
+
+
+def test_ordered_routing_spills_a_429_to_the_next_url_then_comes_back(
+    live: tuple[LiveServer, LiveServer],
+) -> None:
+    a, b = live
+    code = f"#429:1:{key()}:0.5"
+    with Client([a.url, b.url], routing="ordered") as client:
+        start = time.monotonic()
+        spilled = client.execute(code)
+        held = client.execute("h").request_id  # ``a`` asked for 0.5 s of quiet
+        assert spilled.request_id == "b" and held == "b" and time.monotonic() - start < 0.5
+        time.sleep(0.6)
+        assert client.execute("back").request_id == "a"
+
+
+def test_routing_from_the_environment_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOXED_ROUTING", "ordered")
+    with Client("http://127.0.0.1:1") as client:
+        assert client.routing == "ordered"
+    with Client("http://127.0.0.1:1", routing="spread") as client:
+        assert client.routing == "spread"
+    with pytest.raises(ValueError, match="routing"):
+        Client("http://127.0.0.1:1", routing="nearest")  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------- concurrency and execute_many
 
 
