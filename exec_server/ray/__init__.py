@@ -4,7 +4,9 @@ One named, detached actor per alive node (:class:`~exec_server.ray.node_service.
 pinned to its node and restarted by Ray when it crashes, runs the node's service on a fixed
 port. The actors are the registry: their names carry their node ids, so any driver, task or
 the CLI (``python -m exec_server.ray``) finds them, and a node that leaves takes its entry with
-it at the next :func:`reconcile`.
+it at the next :func:`reconcile`. Each service's URL is also kept in the cluster's key-value
+store, so :func:`urls` never waits on an actor: the worker set-up hook runs in every worker,
+the actors' own included, and must not wait for actors that are still starting.
 
 Clients prefer their own node's service and fail over to the others (``routing="ordered"``):
 code runs next to the rollout that sent it, and a lost node costs a failover, not an error.
@@ -18,6 +20,7 @@ from typing import Any
 
 try:
     import ray
+    from ray.experimental import internal_kv
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError as exc:  # pragma: no cover - the extra is not installed
     raise ImportError("exec_server.ray needs Ray: pip install 'boxed[ray]'") from exc
@@ -59,23 +62,33 @@ def _alive_nodes() -> dict[str, str]:
 
 def _actors() -> dict[str, Any]:
     """Node id -> handle of every service actor registered (alive node or not)."""
-    names = [
-        a["name"]
-        for a in ray.util.list_named_actors(all_namespaces=True)
-        if a["namespace"] == NAMESPACE and a["name"].startswith(PREFIX)
-    ]
     handles = {}
-    for name in names:
+    for node in _actor_nodes():
         try:
-            handles[name[len(PREFIX) :]] = ray.get_actor(name, namespace=NAMESPACE)
+            handles[node] = ray.get_actor(PREFIX + node, namespace=NAMESPACE)
         except ValueError:  # gone between the listing and now
             pass
     return handles
 
 
+def _publish(node: str, url: str | None) -> None:
+    """Record (or with ``None`` forget) the URL of ``node``'s service."""
+    if url is None:
+        internal_kv._internal_kv_del(node, namespace=NAMESPACE)
+    else:
+        internal_kv._internal_kv_put(node, url, overwrite=True, namespace=NAMESPACE)
+
+
+def _published() -> set[str]:
+    """Node ids whose service URL is recorded (a node that died keeps its entry until
+    :func:`reconcile`; its actor may already be gone: Ray cannot restart it elsewhere)."""
+    return {key.decode() for key in internal_kv._internal_kv_list("", namespace=NAMESPACE)}
+
+
 def _start(spec: ServiceSpec) -> Any:
-    """The node's actor, created if it does not exist (``get_if_exists``: idempotent)."""
-    return _Actor.options(
+    """The node's actor, created if it does not exist (``get_if_exists``: idempotent), and
+    its URL published (an existing actor's own, which may differ from ``spec``'s)."""
+    handle = _Actor.options(
         name=PREFIX + spec.node_id,
         namespace=NAMESPACE,
         get_if_exists=True,
@@ -85,6 +98,8 @@ def _start(spec: ServiceSpec) -> Any:
         num_cpus=spec.num_cpus,
         scheduling_strategy=NodeAffinitySchedulingStrategy(spec.node_id, soft=False),
     ).remote(spec)
+    _publish(spec.node_id, ray.get(handle.info.remote(), timeout=CALL_TIMEOUT)["url"])
+    return handle
 
 
 def _wait_ready(handles: Mapping[str, Any], timeout: float) -> None:
@@ -141,12 +156,21 @@ def _infos(handles: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(zip(handles, ray.get(refs, timeout=CALL_TIMEOUT), strict=True))
 
 
+def _actor_nodes() -> set[str]:
+    """Node ids of the registered service actors (a listing: no call to any actor)."""
+    return {
+        a["name"][len(PREFIX) :]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["namespace"] == NAMESPACE and a["name"].startswith(PREFIX)
+    }
+
+
 def urls() -> dict[str, str]:
     """Node id -> URL of the service of every alive node that has one."""
     _ensure_ray()
-    alive = _alive_nodes()
-    handles = {node: h for node, h in _actors().items() if node in alive}
-    return {node: info["url"] for node, info in sorted(_infos(handles).items())}
+    nodes = _alive_nodes().keys() & _actor_nodes()
+    found = {node: internal_kv._internal_kv_get(node, namespace=NAMESPACE) for node in nodes}
+    return {node: url.decode() for node, url in sorted(found.items()) if url}
 
 
 def ordered_urls(node_id: str | None = None) -> list[str]:
@@ -180,7 +204,7 @@ def status() -> dict[str, dict[str, Any]]:
     for (node, info), ok in zip(infos.items(), ready, strict=True):
         out[node] = {k: info[k] for k in ("url", "pid", "instance", "starts")}
         out[node].update(ready=ok, alive=True)
-    for node in actors.keys() - live.keys():
+    for node in (actors.keys() | _published()) - alive.keys():
         out[node] = {"url": None, "pid": None, "instance": None, "ready": False, "alive": False}
     return dict(sorted(out.items()))
 
@@ -193,9 +217,11 @@ def reconcile(
     _ensure_ray()
     alive = _alive_nodes()
     actors = _actors()
-    removed = sorted(actors.keys() - alive.keys())
+    removed = sorted((actors.keys() | _published()) - alive.keys())
     for node in removed:
-        ray.kill(actors[node], no_restart=True)
+        if node in actors:
+            ray.kill(actors[node], no_restart=True)
+        _publish(node, None)
     joined = sorted(alive.keys() - actors.keys())
     handles: dict[str, Any] = {}
     if joined:
@@ -230,6 +256,8 @@ def shutdown(timeout: float = 60.0) -> list[str]:
         ray.get([h.stop.remote(timeout) for h in live.values()], timeout=timeout + CALL_TIMEOUT)
     for handle in actors.values():
         ray.kill(handle, no_restart=True)
+    for node in _published():
+        _publish(node, None)
     return sorted(live)
 
 
@@ -248,6 +276,10 @@ def use_node_local_service() -> None:
     """Worker set-up hook: ``BOXED_URL`` becomes this node's service first, then the others,
     and ``BOXED_ROUTING`` ``ordered``, so trainer code that builds ``Client()`` from the
     environment goes node-local unchanged. Give it to Ray as
-    ``runtime_env={"worker_process_setup_hook": "exec_server.ray.use_node_local_service"}``."""
-    os.environ["BOXED_URL"] = ",".join(ordered_urls())
-    os.environ["BOXED_ROUTING"] = "ordered"
+    ``ray.init(runtime_env={"worker_process_setup_hook":
+    "exec_server.ray.use_node_local_service"})`` (Ray runs a job's hook only, not a task's).
+    Workers read the URLs when they start: a node that joins later is used by new workers."""
+    found = ordered_urls()
+    if found:  # none deployed (yet): the environment stays as it was
+        os.environ["BOXED_URL"] = ",".join(found)
+        os.environ["BOXED_ROUTING"] = "ordered"

@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from exec_server.ray.child import service_pid
+
 log = logging.getLogger("boxed.ray")
 
 PORT_WAIT = 60.0  # longest wait for a predecessor still stopping to free the port
@@ -106,7 +108,8 @@ class NodeService:
 
     # -- the actor's methods --------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
-        """The service's URL, instance and current process (``pid`` None between two runs)."""
+        """The service's URL, instance and current process (``pid``, the service's own, not its
+        launcher's; None between two runs)."""
         with self._lock:
             proc = self._proc
             alive = proc is not None and proc.poll() is None
@@ -114,7 +117,7 @@ class NodeService:
                 "node_id": self.spec.node_id,
                 "url": self.spec.url,
                 "instance": self.spec.instance,
-                "pid": proc.pid if alive and proc is not None else None,
+                "pid": service_pid(proc.pid) if alive and proc is not None else None,
                 "starts": self._starts,
                 "spec": asdict(self.spec),
             }
