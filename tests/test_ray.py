@@ -161,6 +161,17 @@ def test_one_ready_service_per_node_on_loopback_and_deploy_is_idempotent(
     assert {n: s["pid"] for n, s in after.items()} == {n: s["pid"] for n, s in before.items()}
 
 
+def test_the_command_line_reports_every_nodes_service(rc: RayCluster) -> None:
+    command = [sys.executable, "-m", "exec_server.ray", "--address", rc.cluster.address]
+    out = subprocess.run(
+        [*command, "status"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    reported = json.loads(out.stdout)
+    assert {node: s["url"] for node, s in reported.items()} == boxed_ray.urls()
+    assert all(s["ready"] and s["alive"] for s in reported.values())
+
+
 def test_each_nodes_tasks_are_served_by_their_own_nodes_service(rc: RayCluster) -> None:
     urls = boxed_ray.urls()
     before = {node: ok_count(url) for node, url in urls.items()}
