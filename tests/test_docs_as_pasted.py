@@ -130,6 +130,19 @@ EXEMPT = (
     Exempt("docs/deploy.md", "sudo k3s ctr images import", NO_CLUSTER),
     Exempt("docs/deploy.md", "kubectl -n boxed rollout status", NO_CLUSTER),
     Exempt("docs/deploy.md", "kubernetes.default.svc", NO_CLUSTER),
+    Exempt(
+        "docs/ray.md",
+        "pip install 'boxed[ray]'",
+        "pip install: the scratch environment is the test environment itself (scripts/test "
+        "installs '.[dev,openenv,ray]')",
+    ),
+    Exempt(
+        "docs/ray.md",
+        "python -m exec_server.ray --address 10.0.0.5:6379 deploy",
+        "needs a Ray cluster at that address: tests/test_ray.py runs `status` as pasted, and "
+        "deploy, reconcile and stop through the API, against a real three-node cluster",
+    ),
+    Exempt("docs/ray.md", "python bench/bench_ray.py", BENCH),
     Exempt("docs/bench-old-server.md", "python bench/bench_vs_old_server.py --quick", BENCH),
     Exempt("docs/scorer.md", "python bench/bench_grader.py", BENCH),
     Exempt(
