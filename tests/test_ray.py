@@ -34,6 +34,7 @@ import exec_server.ray as boxed_ray
 from exec_server.client import Client, SessionUnreachable
 from scorer.outcome import Failure, FailureCode
 from tests.conftest import REPO, free_port, instance_containers
+from tests.test_ray_child import process_gone
 
 pytestmark = pytest.mark.docker
 
@@ -246,21 +247,13 @@ def test_a_crashed_service_is_back_on_its_url_with_its_orphans_reaped(rc: RayClu
         assert client.execute("print(1)").ok
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_a_killed_actor_takes_its_service_and_containers_with_it(rc: RayCluster) -> None:
     node = _alive()[2]
     service = rc.status()[node]
     assert instance_containers(service["instance"])
     actor = ray.get_actor(boxed_ray.PREFIX + node, namespace=boxed_ray.NAMESPACE)
     ray.kill(actor, no_restart=True)  # no successor to reap after it: the service must clean up
-    wait_for(lambda: not _pid_alive(service["pid"]), 60, "the service gone with its actor")
+    wait_for(lambda: process_gone(service["pid"]), 60, "the service gone with its actor")
     wait_for(lambda: instance_containers(service["instance"]) == [], 60, "its containers gone")
     assert node not in boxed_ray.urls()
     assert boxed_ray.reconcile(ports=rc.ports) == {"added": [node], "removed": []}
