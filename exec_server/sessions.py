@@ -15,9 +15,10 @@ confusing way. An expired session answers 410 the same way; a deleted one is for
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import secrets
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -165,6 +166,29 @@ def refuse_one_shot_fields(req: ExecuteRequest) -> None:
         raise RequestError(422, f"not accepted in a session: {', '.join(unusable)}")
 
 
+class SessionIds:
+    """Session ids that say where they were made: 32 hex digits, the first 6 naming the
+    service instance, the next 6 this run of it, the rest random (80 bits). An id of this
+    instance but of an earlier run is a session a restart lost (410 ``session_lost``, no
+    reward), never a 404 that would read as the caller's mistake; an id of another instance
+    (a call sent to the wrong node) stays a 404."""
+
+    def __init__(self, instance: str) -> None:
+        self.instance = hashlib.sha256(instance.encode()).hexdigest()[:6]
+        self.run = secrets.token_hex(3)
+
+    def new(self) -> str:
+        return self.instance + self.run + secrets.token_hex(10)
+
+    def of_an_earlier_run(self, session_id: str) -> bool:
+        return (
+            len(session_id) == 32
+            and session_id.startswith(self.instance)
+            and not session_id.startswith(self.instance + self.run)
+            and all(c in "0123456789abcdef" for c in session_id)
+        )
+
+
 class SessionManager:
     """Every open session of the service, its limits and its expiry."""
 
@@ -185,6 +209,7 @@ class SessionManager:
         self._gone: OrderedDict[str, tuple[str, Failure | None]] = OrderedDict()
         self._removing: dict[str, SessionSandbox] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.ids = SessionIds(settings.instance_label)
 
     # -- bookkeeping ---------------------------------------------------------------------
     @property
@@ -205,6 +230,11 @@ class SessionManager:
         if session_id in self._gone:
             why, failure = self._gone[session_id]
             raise SessionGone(f"session {session_id} {why}", failure)
+        if self.ids.of_an_earlier_run(session_id):
+            restarted = "is lost: the service restarted since it was made"
+            raise SessionGone(
+                f"session {session_id} {restarted}", Failure.of(FailureCode.SESSION_LOST)
+            )
         raise SessionNotFound(f"no session {session_id!r} (never made, or deleted)")
 
     def _forget(
@@ -250,7 +280,7 @@ class SessionManager:
             )
         cpus = self.settings.cpus
         # The id is made first, so the sandbox carries it (a container label) from the start.
-        session_id = uuid.uuid4().hex
+        session_id = self.ids.new()
         spec = SessionSpec(
             memory_mb=limits.memory_mb,
             cpu_budget=limits.max_lifetime * cpus,

@@ -334,6 +334,7 @@ def test_sigkill_then_restart_reaps_orphans(engine: PrivateDocker, mode: Variant
     first = service_on(engine, mode)
     assert first.proc is not None
     try:
+        sid = httpx.post(f"{first.url}/sessions", json={}, timeout=60).json()["session_id"]
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             in_background(pool, first.url, SLOW_CODE.format(seconds=20), 2, timeout=25)
             wait_for(lambda: httpx.get(f"{first.url}/readyz").json()["running"] == 2, 20, "running")
@@ -342,7 +343,7 @@ def test_sigkill_then_restart_reaps_orphans(engine: PrivateDocker, mode: Variant
     finally:
         first.stop()  # already killed (or the test failed first): no orphan service, no log
     orphans = engine.containers(first.instance)
-    assert len(orphans) >= 3, orphans  # two running snippets and the warm pool
+    assert len(orphans) >= 3, orphans  # two running snippets and the warm pool (and a session)
 
     second = ServiceProcess(
         DOCKER_HOST=engine.host, **{**FAST, **mode.env, "BOXED_INSTANCE": first.instance}
@@ -354,6 +355,9 @@ def test_sigkill_then_restart_reaps_orphans(engine: PrivateDocker, mode: Variant
         assert left == set(), f"orphans still there after start-up: {left}"
         r = post(second.url, "print('fresh')")
         assert r.status_code == 200 and r.json()["stdout"] == "fresh\n"
+        # the session the killed run held: lost with it (no reward), not "never made" (404)
+        old = httpx.post(f"{second.url}/sessions/{sid}/execute", json={"code": "1"}, timeout=30)
+        assert old.status_code == 410 and old.json()["failure"]["code"] == "session_lost", old.text
         log = second.log.read_text()
     finally:
         second.stop()

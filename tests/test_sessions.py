@@ -344,3 +344,21 @@ def test_one_shot_only_fields_are_refused_in_a_session(extra: dict[str, Any], na
             assert named in answer.json()["detail"]
         assert len(fake.jobs) == runs  # nothing ran
         assert client.post(f"/sessions/{sid}/execute", json={"code": "y = 2"}).status_code == 200
+
+
+def test_a_session_of_an_earlier_run_of_this_service_is_410_session_lost() -> None:
+    """After a restart the id is unknown, but it says it was made here: lost with the
+    restart (infrastructure: no reward), not a 404 that reads as the caller's mistake. An id
+    made by another instance (a call sent to the wrong node) stays a 404."""
+    with service() as (client, _, executor):
+        sid = client.post("/sessions").json()["session_id"]
+        ids = executor.sessions.ids
+        assert len(sid) == 32 and sid.startswith(ids.instance + ids.run)
+        other_run = "000000" if ids.run != "000000" else "111111"
+        earlier = ids.instance + other_run + sid[12:]
+        lost = client.post(f"/sessions/{earlier}/execute", json={"code": "1"})
+        assert lost.status_code == 410, lost.text
+        assert lost.json()["failure"] == {"code": "session_lost", "retryable": False}
+        assert "restarted" in lost.json()["detail"]
+        elsewhere = ("0" if sid[0] != "0" else "1") + sid[1:]
+        assert client.get(f"/sessions/{elsewhere}").status_code == 404
