@@ -360,8 +360,13 @@ class Comparer:
             return _unequal(Reason.STRUCTURE_MISMATCH, "matrix vs scalar")
         last: Verdict | None = None
         undecided = False
-        for a in _alternatives(pa):
-            for b in _alternatives(ga):
+        alts_p, alts_g = _alternatives(pa), _alternatives(ga)
+        if isinstance(pa, Pct) and isinstance(ga, Pct):
+            alts_p, alts_g = [pa.arg], [ga.arg]  # 0.37% is not 37%
+        elif isinstance(pa, Pct):
+            alts_p = _pred_percent(pa)
+        for a in alts_p:
+            for b in alts_g:
                 try:
                     out = self.be.values_equal(a, b)
                 except Undecided:
@@ -655,6 +660,10 @@ class Comparer:
     def _colls(self, p: Answer, g: Answer) -> Verdict:
         if isinstance(p, Coll) and isinstance(g, Coll):
             kp, kg = p.kind, g.kind
+            if "seq" in (kp, kg):  # boxes of one run: whole, in the order the other side has
+                if {kp, kg} & {"set", "list"}:
+                    return self._unordered(p.elems, g.elems)
+                return self._ordered(p.elems, g.elems)
             if {kp, kg} & {"set"} and {kp, kg} & {"tuple", "blist"}:
                 return _unequal(Reason.STRUCTURE_MISMATCH, "set vs tuple")
             has_ellipsis = any(
@@ -856,6 +865,17 @@ def _alternatives(node: Ast) -> list[Ast]:
         x = node.arg
         return [x, Mul((x, Div(Const("pi"), Int(180))))]
     return [node]
+
+
+def _pred_percent(node: Pct) -> list[Ast]:
+    """A predicted ``x\\%`` against a plain gold: ``x/100`` always; ``x`` (the sign dropped, a
+    gold that left out its percent sign) only for ``|x| >= 1``, so ``0.37\\%`` is never paid
+    for the gold 0.37, which is 100 times more."""
+    dropped, converted = _alternatives(node)
+    v = _try_exact(node.arg)
+    if isinstance(v, Fraction) and abs(v) >= 1:
+        return [dropped, converted]
+    return [converted]
 
 
 def _exact_key(a: Answer) -> tuple | None:

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
+from scorer.answer import Found, find_answer, too_many_candidates
 from scorer.compare import Comparer, ExactBackend, Undecided
-from scorer.nodes import Answer, Expr
-from scorer.normalize import comparison_key, extract_final_answer, normalize_answer
+from scorer.nodes import Answer, Coll, Expr, Union
+from scorer.normalize import comparison_key, normalize_answer
 from scorer.parse import TooDeep, parse_answer
 from scorer.sympy_pool import DeadlineExceeded, WorkerCrashed, get_pool
 from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
@@ -51,18 +53,41 @@ CACHE_MAX_CHARS = 2_000  # longer inputs are not cached (bounded cache memory)
 
 
 def prepare(text: str, *, gold: bool = False) -> str:
-    """Extraction + normalization, cached (the same gold is graded against many rollouts).
-    ``gold`` only changes what an unclosed box means (see ``normalize.extract_final_answer``)."""
-    if len(text) > CACHE_MAX_CHARS:
-        return _prepare(text, gold)
-    return _prepare_cached(text, gold)
+    """The normalized final answer of ``text`` (``""``: none, or a hedge), cached: the same
+    gold is graded against many rollouts. ``gold`` reads a reference answer (see
+    :func:`scorer.answer.find_answer`)."""
+    return _normalize(find_answer(text, gold=gold).answer or "")
 
 
-def _prepare(text: str, gold: bool = False) -> str:
-    return normalize_answer(extract_final_answer(text, gold=gold))
+def _normalize(text: str) -> str:
+    return normalize_answer(text) if len(text) > CACHE_MAX_CHARS else _normalize_cached(text)
 
 
-_prepare_cached = lru_cache(maxsize=8192)(_prepare)
+_normalize_cached = lru_cache(maxsize=8192)(normalize_answer)
+
+
+def gold_parts(gold: Answer) -> int:
+    """How many parts a gold answer has: the items of a list, tuple, set or sequence, the
+    pieces of a union; 1 for anything else. More boxes than this is a hedge."""
+    if isinstance(gold, Coll):
+        return len(gold.elems)
+    if isinstance(gold, Union):
+        return len(gold.parts)
+    return 1
+
+
+def hedged(found: Found, gold: Gold | Sequence[Gold]) -> bool:
+    """Whether ``found`` offers more distinct boxes than every acceptable gold has parts."""
+    if len(found.candidates) <= 1:
+        return False
+    golds = list(gold) if isinstance(gold, list | tuple) else [gold]
+    for g in golds:
+        if not isinstance(g, str | int | float) or len(gold_to_str(g)) > MAX_INPUT_CHARS:
+            continue
+        parsed = _parsed(prepare(gold_to_str(g), gold=True))
+        if not too_many_candidates(found, 1 if parsed is None else gold_parts(parsed)):
+            return False
+    return True
 
 
 @lru_cache(maxsize=8192)
@@ -91,7 +116,10 @@ def verify(pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT) -> Verdic
         return Verdict(False, Reason.TOO_LONG, f"pred has {len(pred)} chars")
     if len(gold_s) > MAX_INPUT_CHARS:
         return Verdict(False, Reason.TOO_LONG, f"gold has {len(gold_s)} chars")
-    p_norm = prepare(pred)
+    found = find_answer(pred)
+    if found.hedge is not None:
+        return Verdict(False, Reason.HEDGED, found.hedge)
+    p_norm = _normalize(found.answer or "")
     g_norm = prepare(gold_s, gold=True)
     if not p_norm:
         return Verdict(False, Reason.EMPTY, "no answer")
@@ -99,6 +127,8 @@ def verify(pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT) -> Verdic
         return Verdict(False, Reason.PARSE_ERROR, "empty gold")
     if len(p_norm) > MAX_ANSWER_CHARS or len(g_norm) > MAX_ANSWER_CHARS:
         return Verdict(False, Reason.TOO_LONG, "answer above the size cap")
+    if hedged(found, gold_s):
+        return Verdict(False, Reason.HEDGED, f"{len(found.candidates)} different boxes")
     if comparison_key(p_norm) == comparison_key(g_norm):
         return Verdict(True, Reason.STRING_MATCH)
     p_ans, g_ans = _parsed(p_norm), _parsed(g_norm)

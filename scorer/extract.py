@@ -39,25 +39,96 @@ def mask_tool_blocks(text: str) -> str:
     return _TOOL_BLOCK.sub(lambda m: f"<{m['tag'].lower()}></{m['tag'].lower()}>", text)
 
 
+# Any tool tag, opening or closing, for the answer mask below.
+_TOOL_OPEN = re.compile(r"<\s*(?:tool_call|tool_response)\b", re.IGNORECASE)
+_TOOL_CLOSE = re.compile(r"<\s*/\s*(?:tool_call|tool_response)\s*>", re.IGNORECASE)
+
+
+def mask_tool_output(text: str) -> str:
+    """``text`` with everything from the first tool tag to the last closing tool tag removed,
+    and from any tool tag opened after that to the end: the mask answers are looked for in.
+
+    Tool output is not the model's: a program can print ``</tool_response> \\boxed{37}``, and a
+    block that never closes holds output to the end. Pairing tags one by one
+    (:func:`mask_tool_blocks`, kept for the format rules) lets such a forged closing tag end
+    the block early; this mask only ever grows with an extra tag, so text a tool wrote never
+    reads as an answer. What it costs is only reasoning written between two tool calls.
+    """
+    first = _TOOL_OPEN.search(text)
+    if first is None:
+        close = _TOOL_CLOSE.search(text)
+        return text if close is None else text[close.end() :]
+    closes = list(_TOOL_CLOSE.finditer(text, first.start()))
+    last_close = closes[-1] if closes else None
+    end = first.start() if last_close is None else last_close.end()
+    head, tail = text[: first.start()], text[end:]
+    if _TOOL_OPEN.search(tail) or last_close is None:
+        return head
+    return head + "<tool_response></tool_response>" + tail
+
+
+# Characters that draw nothing (zero-width spaces and joiners, soft hyphen, bidi marks, BOM):
+# dropped before any rule reads a word, so ``b\u200but`` is ``but`` to the hedge filter.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+
+
+def drop_invisible(text: str) -> str:
+    """``text`` without zero-width and other invisible format characters."""
+    return _INVISIBLE.sub("", text)
+
+
+# ``<think>`` as models spell it, and misspell it: any case, spaces, ``<thinking>``,
+# ``<\\think>``, ``<thnik>``, ``<thoughts>``, ``<reasoning>``.
+_THINK_TAG = re.compile(
+    r"<\s*(?P<close>[/\\])?\s*(?:think\w*|thnik\w*|thnk\w*|thougth?s?|thoughts?|reasoning)\s*/?\s*>",
+    re.IGNORECASE,
+)
+
+
+def answer_region(text: str) -> str:
+    """The part of ``text`` an answer may come from: after the last ``</think>`` (or a
+    misspelling of it), up to a ``<think>`` reopened after it; the whole text when it has no
+    think tag at all; nothing when a ``<think>`` is opened and never closed (all of it is
+    reasoning, and a box there is a draft, not an answer).
+    """
+    last_close = None
+    first_open = None
+    for m in _THINK_TAG.finditer(text):
+        if m["close"]:
+            last_close = m
+        elif first_open is None:
+            first_open = m
+    if last_close is None:
+        return "" if first_open is not None else text
+    tail = text[last_close.end() :]
+    reopened = _THINK_TAG.search(tail)
+    return tail if reopened is None else tail[: reopened.start()]
+
+
 def count_tool_calls(text: str) -> int:
     """Number of tool calls the assistant made (opening ``<tool_call`` tags outside tool
     blocks; structured calls are rendered as such tags when a trace is read)."""
     return len(TOOL_CALL_OPEN.findall(mask_tool_blocks(text)))
 
 
-# Content a reader never sees: ``\phantom{..}``, ``\textcolor{white}{..}``, ``\color{white}``
-# (to the end of its group), and a ``%`` comment (to the end of the line) that holds a box.
-# A ``%`` right after a digit is the percent sign models write (``5% of``, ``\boxed{50%}``).
+# Content a reader never sees or that the writer struck out: ``\phantom{..}``,
+# ``\textcolor{white}{..}`` (any case, ``#fff``, ``#ffffff``), ``\color{white}`` (to the end of
+# its group), ``\cancel{..}`` and the other strike-outs, and a ``%`` comment (to the end of the
+# line) that holds a box. A ``%`` right after a digit is the percent sign models write
+# (``5% of``, ``\boxed{50%}``). HTML comments and ``\iffalse..\fi`` are dropped whole.
+_WHITE = r"\{\s*(?i:white|transparent|\#?f{3}|\#?f{6}|rgb\s*\(\s*255\s*,\s*255\s*,\s*255\s*\))\s*\}"
+_STRUCK = r"(?:cancel|bcancel|xcancel|sout|st|xout|strike|cancelto\s*\{[^{}]*\})"
 _HIDING = re.compile(
-    r"\\[hv]?phantom\s*\{|\\textcolor\s*\{\s*(?:white|transparent)\s*\}\s*\{"
-    r"|\\color\s*\{\s*(?:white|transparent)\s*\}|(?<![\\\d])%"
+    r"\\(?:[hv]?phantom|smash|" + _STRUCK + r")(?![A-Za-z])\s*\{"
+    r"|\\(?:textcolor|mathcolor|colorbox)\s*(?:\[[^\]]*\])?\s*" + _WHITE + r"\s*\{"
+    r"|\\color\s*" + _WHITE + r"|(?<![\\\d])%|<!--|\\iffalse(?![A-Za-z])|~~(?=\S)"
 )
 
 
 def mask_hidden(text: str) -> str:
     """Return ``text`` without the parts a rendered answer hides, so a box written in white, in
     a ``\\phantom`` or after a ``%`` comment sign is no answer."""
-    if "\\" not in text and "%" not in text:
+    if "\\" not in text and "%" not in text and "<!--" not in text and "~~" not in text:
         return text
     return splice(text, _HIDING, lambda m: _unhidden(text, m))
 
@@ -65,6 +136,15 @@ def mask_hidden(text: str) -> str:
 def _unhidden(text: str, m: re.Match[str]) -> tuple[str, int]:
     """What stays of the hiding construct ``m`` starts, and where the visible text resumes."""
     token = m.group(0)
+    if token == "<!--":
+        end = text.find("-->", m.end())
+        return "", len(text) if end < 0 else end + 3
+    if token == "\\iffalse":
+        end = text.find("\\fi", m.end())
+        return "", len(text) if end < 0 else end + 3
+    if token == "~~":  # markdown strike-out: ``~~\boxed{5}~~``
+        end = text.find("~~", m.end())
+        return ("~~", m.end()) if end < 0 else ("", end + 2)
     if token == "%":
         end = text.find("\n", m.end())
         end = len(text) if end < 0 else end

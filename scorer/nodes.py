@@ -316,7 +316,8 @@ class Rel(Node):
 @_node
 class Coll(Node):
     """``kind``: "set" ``\\{..\\}``, "tuple" ``(..)``, "blist" ``[..]``, "list" (bare
-    ``a, b, c`` or ``{a, b}``)."""
+    ``a, b, c`` or ``{a, b}``), "seq" (the boxes of one run, ``\\boxed{2} and \\boxed{3}``:
+    ordered)."""
 
     kind: str
     elems: tuple[Answer, ...]

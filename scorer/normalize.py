@@ -20,10 +20,7 @@ import re
 from collections.abc import Callable
 
 from scorer.extract import (
-    THINK_CLOSE,
     Box,
-    mask_hidden,
-    mask_tool_blocks,
     matching_brace,
     scan_boxes,
     splice,
@@ -88,32 +85,11 @@ def answer_boxes(s: str) -> list[Box]:
     return [b for b in scan_boxes(s) if b.content is not None]
 
 
-_GLUE_STRIP = re.compile(
-    r"\\(?:text|textbf|mathrm|mbox|textnormal)\s*\{([^{}]*)\}|\\q?quad|\\[,;:! ]|\\\(|\\\)|"
-    r"\\\[|\\\]|\$|[\s,;.]"
-)
-_CONNECTOR = re.compile(r"(?i)(?<![a-z])(?:and|or)(?![a-z])|[,;]")
-
-
-def _boxes_join(between: str) -> bool:
-    """Whether two boxes separated by ``between`` belong to one multi-part answer.
-
-    ``\\boxed{1} and \\boxed{2}``, ``\\boxed{1}, \\boxed{2}``, ``\\boxed{1}\\boxed{2}`` join;
-    ``\\boxed{1} no no no no \\boxed{2}`` (a retraction / unrelated prose) does not.
-    """
-    if len(between) > 40:
-        return False
-    if _CONNECTOR.search(between):
-        return True
-    rest = _GLUE_STRIP.sub(lambda m: m.group(1) or "", between)
-    return not re.search(r"[A-Za-z]", rest)
-
-
 _BRACE_EVENT = re.compile(r"\\.|[{}]", re.DOTALL)
 _BOLD_GROUP = re.compile(r"\\(?:textbf|mathbf|bm|boldsymbol|mathrm|displaystyle)\s*$")
 
 
-def _stated_boxes(s: str) -> list[Box]:
+def stated_boxes(s: str) -> list[Box]:
     """The boxes that state an answer: not nested in a group (``\\text{\\boxed{37}} 5``, a
     box inside a box's content) other than bold / upright formatting, and not an operand of
     the text around it (``5\\boxed{37}``, ``\\boxed{37} 5``)."""
@@ -149,30 +125,6 @@ def _stated_boxes(s: str) -> list[Box]:
         out.append(b)
     return out
 
-
-def last_boxed_run(s: str, *, gold: bool = False) -> tuple[int, str] | None:
-    """(start, joined content) of the last run of connected boxes that state an answer, or
-    None.
-
-    A last box that never closes (``scorer.extract.scan_boxes``) makes the run ``""``, no
-    answer, unless ``gold``: a gold's unclosed box reads to the end of the text.
-    """
-    boxes = _stated_boxes(s)
-    if not boxes:
-        return None
-    if boxes[-1].unclosed and not gold:
-        return boxes[-1].start, ""
-    run = [boxes[-1]]
-    for prev in reversed(boxes[:-1]):
-        if _boxes_join(s[prev.end : run[0].start]):
-            run.insert(0, prev)
-        else:
-            break
-    return run[0].start, ", ".join(b.content or "" for b in run)
-
-
-_FINAL_ANSWER = re.compile(r"(?i)final\s+answer(?:[\s*]*(?:is|:))?[\s*:]*")
-_FA_END = re.compile(r"(?i)I hope|\n\s*\n|<\|im_|\.(?=\s|$)")
 
 _OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 
@@ -243,7 +195,7 @@ def _math_and_number_candidates(s: str) -> list[tuple[int, int, str]]:
             cands.append((seg_start, end, body))
         for i in range(seg_start, seg_end):
             masked[i] = " "
-    if not cands or _looks_like_sentence(s):
+    if not cands or looks_like_sentence(s):
         text = "".join(masked)
         chunks = _formula_chunks(text)
         starts = [c[0] for c in chunks]
@@ -365,7 +317,7 @@ def _neighbour(s: str, i: int, step: int) -> str:
     return ""
 
 
-def _looks_like_sentence(s: str) -> bool:
+def looks_like_sentence(s: str) -> bool:
     """Prose around the answer: a real word of 4+ letters, or two lowercase words, not units.
 
     Words inside ``\\text{}`` count (``\\text{The answer is } 5``), but a product of
@@ -402,47 +354,40 @@ def _math_mode(s: str) -> bool:
         return False
     if _STARTS_WITH_TEXT.match(s) and "\\begin" not in s:
         return False
-    return not _looks_like_sentence(replace_command(s, _TEXT_MODE, lambda a: " "))
+    return not looks_like_sentence(replace_command(s, _TEXT_MODE, lambda a: " "))
 
 
 def extract_final_answer(text: str, *, gold: bool = False) -> str:
     """Reduce a sentence/solution to its final answer; a bare answer is returned unchanged.
 
-    Priority: the later of (last run of boxes, last "final answer ..." phrase); else the last
-    math segment or number when the text is prose; else the whole text. A last box that never
-    closes is no answer (``""``) unless the text is a ``gold`` (see :func:`last_boxed_run`).
+    The library's policy of the one answer finder (:func:`scorer.answer.find_answer`: last run
+    of boxes, else a final-answer phrase, else the last math expression): ``""`` when it finds
+    no answer or a hedge; the parts of a run of boxes joined by ``, ``.
     """
-    s = literal_newlines(fix_double_escapes(mask_hidden(mask_tool_blocks(text))))
-    think = s.rfind(THINK_CLOSE)
-    if think >= 0:
-        s = s[think + len(THINK_CLOSE) :]  # boxes in the reasoning are drafts
-    box = last_boxed_run(s, gold=gold)
-    fa = None
-    for m in _FINAL_ANSWER.finditer(s):
-        fa = m
-    if box is not None and (fa is None or box[0] >= fa.start()):
-        return box[1]
-    if fa is not None:
-        seg = s[fa.end() :]
-        end = _FA_END.search(seg)
-        if end is not None and end.start() > 0:
-            seg = seg[: end.start()]
-        seg = seg.strip().strip('"').replace('\\"', "")
-        if answer_boxes(seg):
-            return extract_final_answer(seg, gold=gold)
-        return _answer_from_segment(seg)
-    return _answer_from_segment(s)
+    from scorer.answer import find_answer
+
+    return find_answer(text, gold=gold).shown() or ""
 
 
-def _answer_from_segment(s: str) -> str:
-    if not (math_segments(s) or _looks_like_sentence(s)) or _math_mode(s):
-        return s
+def answer_from_segment(s: str) -> str:
+    """The answer a text without a box states (see :func:`answer_span`)."""
+    return answer_span(s)[0]
+
+
+def answer_span(s: str) -> tuple[str, int, int]:
+    """The answer a text without a box states, with its start and end in ``s``: the text
+    itself when it is not prose, else its last math segment or number (read as the formula
+    it belongs to)."""
+    whole = (s, 0, len(s))
+    if not (math_segments(s) or looks_like_sentence(s)) or _math_mode(s):
+        return whole
     if s.rstrip().endswith("?"):
-        return s  # a question (a restated problem) is not an answer
+        return whole  # a question (a restated problem) is not an answer
     cands = _math_and_number_candidates(s)
     if not cands:
-        return s
-    return cands[-1][2]
+        return whole
+    start, end, body = cands[-1]
+    return body, start, end
 
 
 # --------------------------------------------------------------------------------------------

@@ -180,7 +180,7 @@ class _Parser:
             items.append(self.parse_rel())
             if len(items) > MAX_ITEMS:
                 raise ParseError("too many items")
-            if self.at(",", ";", "\\lor"):
+            if self.at(",", ";", "\\lor", SEQ_SEP):
                 seps.append(self.next().text)
                 if self.peek() is None or self.at(*stops):
                     return items, seps  # trailing separator
@@ -718,7 +718,7 @@ class _Parser:
 _NOT_SYMBOLS = frozenset(
     "end right left rfloor rceil cup cap setminus in notin leq geq neq approx cdot times div "
     "pm mp circ prime to mapsto implies iff text frac sqrt int lim oint partial nabla "
-    "lor land".split()
+    "lor land seqsep".split()
 )
 
 
@@ -895,7 +895,22 @@ def parse_answer(s: str) -> nodes.Answer:
         return nodes.Text(text_key(s), True)
 
 
+SEQ_SEP = "\\seqsep"
+"""Separator the answer finder writes between the boxes of one run (``\\boxed{2} and
+\\boxed{3}``): the parts form an ordered sequence (kind ``seq``), compared in order."""
+
+
 def _top_answer(items: list[nodes.Node], seps: list[str]) -> nodes.Answer:
+    if SEQ_SEP in seps:
+        parts: list[nodes.Answer] = []
+        start = 0
+        for i, sep in enumerate([*seps, SEQ_SEP][: len(items)]):
+            if sep == SEQ_SEP:
+                parts.append(_top_answer(items[start : i + 1], seps[start:i]))
+                start = i + 1
+        if start < len(items):
+            parts.append(_top_answer(items[start:], seps[start:]))
+        return nodes.Coll("seq", tuple(parts))
     if "\\lor" in seps:
         var = _one_variable(items)
         if all(sep == "\\lor" for sep in seps) and var is not None:

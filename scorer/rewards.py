@@ -16,14 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from scorer.extract import (
-    THINK_CLOSE,
-    TOOL_CALL_OPEN,
-    TOOL_RESPONSE_OPEN,
-    extract_answer,
-    find_boxes,
-    mask_tool_blocks,
-)
+from scorer.answer import Found, find_answer
+from scorer.extract import THINK_CLOSE, TOOL_CALL_OPEN, TOOL_RESPONSE_OPEN, mask_tool_blocks
 from scorer.outcome import Failure, FailureCode, OutcomeKind, outcome_fields
 from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
@@ -47,6 +41,8 @@ class RewardConfig:
     format_reward: float = 0.0
     tool_bonus: float = 0.0
     timeout_reward: float | None = None
+    # Without a box, read a final-answer phrase or the last math expression (scorer.answer).
+    answer_fallback: bool = True
 
     @property
     def timeout_value(self) -> float | None:
@@ -56,7 +52,7 @@ class RewardConfig:
 
 _DEFAULTS: dict[str, RewardConfig] = {
     "binary": RewardConfig("binary", 1.0, 0.0, 0.0, 0.0),
-    "interleaved": RewardConfig("interleaved", 1.0, -1.0, -1.0, 0.2),
+    "interleaved": RewardConfig("interleaved", 1.0, -1.0, -1.0, 0.2, answer_fallback=False),
 }
 
 
@@ -140,14 +136,22 @@ def _check(
 
 
 def _judge(
-    pred: str,
+    found: Found,
     gold: Gold | Sequence[Gold],
     cfg: RewardConfig,
     verify: VerifyFn,
     timeout: float,
     bonus: bool,
 ) -> RewardOutcome:
+    from scorer.equivalence import hedged
+
+    pred = found.as_pred()
+    if found.hedge is not None or hedged(found, gold):
+        return RewardOutcome(cfg.wrong_reward, "incorrect", found.shown(), False, [Reason.HEDGED])
+    if pred is None:
+        return RewardOutcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
     verdict = _check(pred, gold, verify, timeout)
+    pred = found.shown() or pred
     reasons = [verdict.reason]
     if verdict.correct:
         reward = cfg.correct_reward
@@ -179,13 +183,13 @@ def score_binary(
     verify: VerifyFn,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> RewardOutcome:
-    """``binary``: the last box after the last ``</think>`` (whole text when there is none);
-    right -> ``correct_reward``, anything else -> ``wrong_reward``. ``tool_bonus`` (0 by
-    default) is added to a right answer when a tool call anywhere was answered."""
-    pred = extract_answer(text, which="last", only_after_think=True)
-    if pred is None:
-        return RewardOutcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
-    return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(mask_tool_blocks(text)))
+    """``binary``: the last run of boxes of the answer region (after the last ``</think>``;
+    the whole text when it has no think tag; see :mod:`scorer.answer`), else, unless
+    ``answer_fallback`` is off, a final-answer phrase or the last math expression; right ->
+    ``correct_reward``, anything else -> ``wrong_reward``. ``tool_bonus`` (0 by default) is
+    added to a right answer when a tool call anywhere was answered."""
+    found = find_answer(text, fallback=cfg.answer_fallback)
+    return _judge(found, gold, cfg, verify, timeout, bonus=_answered_call(mask_tool_blocks(text)))
 
 
 def score_interleaved(
@@ -200,7 +204,9 @@ def score_interleaved(
 
     1. No ``</think>`` -> ``format_reward`` (``missing_think_close``).
     2. ``<tool_call`` or ``<tool_response`` after the (first) ``</think>`` -> ``format_reward``.
-    3. Answer = FIRST box after ``</think>``; none -> ``wrong_reward`` (``no_answer``).
+    3. Answer = the FIRST run of boxes of the answer region (:mod:`scorer.answer`: after the
+       last ``</think>``, tool output and reopened think blocks masked); none ->
+       ``wrong_reward`` (``no_answer``); a hedge -> ``wrong_reward`` (``hedged``).
     4. Right -> ``correct_reward``, plus ``tool_bonus`` when a ``<tool_call>`` inside the think
        block was followed by a ``<tool_response>``; wrong -> ``wrong_reward``.
 
@@ -218,11 +224,8 @@ def score_interleaved(
         return RewardOutcome(
             cfg.format_reward, "format_error", None, False, [Reason.TOOL_TAG_AFTER_THINK]
         )
-    boxes = find_boxes(tail)
-    pred = boxes[0] if boxes else None
-    if pred is None:
-        return RewardOutcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
-    return _judge(pred, gold, cfg, verify, timeout, bonus=_answered_call(head))
+    found = find_answer(text, first=True, fallback=cfg.answer_fallback)
+    return _judge(found, gold, cfg, verify, timeout, bonus=_answered_call(head))
 
 
 def score_text(

@@ -37,6 +37,7 @@ class Reason:
     STRUCTURE_MISMATCH = "structure_mismatch"  # e.g. a set against a number, lengths differ
     PARSE_ERROR = "parse_error"  # one side could not be understood and strings differ
     EMPTY = "empty"  # no answer at all
+    HEDGED = "hedged"  # several answers offered (``\\boxed{8} or \\boxed{9}``, too many boxes)
     TOO_LONG = "too_long"  # input above the size cap, refused unread
     TOO_DEEP = "too_deep"  # nesting above the depth cap
     TIMEOUT = "timeout"  # the sympy worker ran past the deadline and was killed

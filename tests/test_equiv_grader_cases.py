@@ -39,6 +39,12 @@ POLICY_DISAGREEMENTS: dict[int, tuple[str, str]] = {
         "a univariate inequality as its solution set symmetrically (row 186 is the same pair "
         "with the flag on)",
     ),
+    172: (
+        "First, let's calculate",
+        "a solution that boxes 255 and then states 'the final answer is $10,455$' offers two "
+        "different answers; a box comes first and more candidates than the gold's parts are a "
+        "hedge, never paid (docs/scorer.md, 'Which answer counts')",
+    ),
     253: (
         "$f(y)$",
         "non-strict Math-Verify renames variables; f(y) and f(x) are different expressions "

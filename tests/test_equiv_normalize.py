@@ -29,10 +29,11 @@ from scorer.sympy_pool import DeadlineExceeded, WorkerPool, get_pool
         ("\\boxed{1} and \\boxed{2}", "1, 2"),
         ("\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}", "(3, 3), (1, 1)"),
         ("\\boxed{1} no no no no no \\boxed{2}", "2"),  # prose between: not one answer
-        ("$\\boxed{1}\\boxed{2}$", "1, 2"),
+        ("$\\boxed{1}\\boxed{2}$", ""),  # glued boxes: a hedge, no answer
         ("\\boxed{W(n) = 1", ""),  # an unclosed box is no answer (precision first)
         ("answer \\\\boxed{004}.", "004"),  # escaped twice
-        ("\\boxed{255} ... Final Answer: The final answer is $10,455$. I hope", "10,455"),
+        # a box comes first; a later phrase is no second answer (verify calls it a hedge)
+        ("\\boxed{255} ... Final Answer: The final answer is $10,455$. I hope", "255"),
         ("Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", "120"),
         ("Answer \\[ 9 \\]", " 9 "),
         ("Therefore $x \\geq 5$ is the solution.", "x \\geq 5"),

@@ -223,7 +223,7 @@ def test_normalization_steps(step, text: str, out: str) -> None:
         ("so the answer is 2", "2"),
         ("y = 2x + 3 for all x", "y = 2x + 3"),
         ("f(x)=0 \\text{ for all } x", "f(x)=0 \\text{ for all } x"),
-        ("What is 30 + 7?", "What is 30 + 7?"),
+        ("What is 30 + 7?", ""),  # a question (a restated problem) is no answer
         ("the number is not 10 which is 1,000.99m", "1,000.99"),
         ("<think>\\boxed{1}</think> so \\boxed{2}", "2"),
         ("\\boxed{2} <tool_response>\\boxed{3}</tool_response>", "2"),

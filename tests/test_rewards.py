@@ -6,6 +6,8 @@ CLI tests grade with the real equivalence engine.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 
 import pytest
@@ -49,16 +51,28 @@ def test_binary_wrong_answer_pays_zero() -> None:
     assert (out.reward, out.status, out.correct) == (0.0, "incorrect", False)
 
 
-def test_binary_no_box_is_no_answer() -> None:
-    out = binary("<think>3*4</think> twelve")
+def test_binary_no_box_is_no_answer_when_the_fallback_is_off() -> None:
+    cfg = replace(BINARY, answer_fallback=False)
+    out = binary("<think>3*4</think> so it is $12$", cfg=cfg)
     assert (out.reward, out.status, out.pred) == (0.0, "no_answer", None)
+    assert binary("<think>3*4</think> no number here at all, sorry.").status == "incorrect"
+
+
+def test_binary_without_a_box_reads_the_answer_phrase_or_last_expression() -> None:
+    assert binary("<think>3*4</think> The final answer is 12.").status == "correct"
+    assert binary("<think>3*4</think> So the product is $12$.").status == "correct"
+    assert binary("<think>x</think> The answer is not $12$.").status == "no_answer"
 
 
 def test_binary_takes_last_box_after_last_think_close() -> None:
-    text = "<think>\\boxed{11}</think> \\boxed{13} no wait \\boxed{12}"
+    text = "<think>\\boxed{11}</think> so \\boxed{12}"
     assert binary(text).status == "correct"
-    assert binary(text, gold="13").status == "incorrect"
     assert binary(text, gold="11").status == "incorrect"
+
+
+def test_binary_a_second_different_box_is_a_hedge() -> None:
+    out = binary("<think>x</think> \\boxed{13} no wait \\boxed{12}")
+    assert (out.status, out.reasons) == ("incorrect", ["hedged"])
 
 
 def test_binary_without_think_reads_whole_text() -> None:
@@ -161,15 +175,17 @@ def test_rule_unclosed_tool_call_tag_after_think_is_format_error() -> None:
 
 
 def test_rule_answer_is_first_box_after_think() -> None:
-    text = "<think>\\boxed{12}</think> \\boxed{13} \\boxed{12}"
+    text = "<think>\\boxed{12}</think> \\boxed{13}. Indeed, \\boxed{13}."
     out = interleaved(text)
     assert (out.pred, out.status, out.reward) == ("13", "incorrect", -1.0)
     assert interleaved(text, gold="13").reward == 1.0
 
 
-def test_rule_split_is_at_first_think_close() -> None:
-    out = interleaved("<think>a</think> \\boxed{12} <think>b</think> \\boxed{13}")
+def test_rule_a_box_in_a_reopened_think_is_a_draft() -> None:
+    out = interleaved("<think>a</think> \\boxed{12} <think>b \\boxed{13}")
     assert (out.pred, out.status) == ("12", "correct")
+    out = interleaved("<think>a</think> \\boxed{13} <think>b</think> \\boxed{12}")
+    assert (out.pred, out.status) == ("12", "correct")  # the answer follows the last close
 
 
 def test_rule_no_box_after_think_is_minus_one() -> None:

@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 FLAT = [
     ("flat-1", "correct", 1.0, "correct", 1.2),  # answered tool call in think
     ("flat-2", "correct", 1.0, "correct", 1.2),  # \tfrac{1}{3} vs solution's \frac13
-    ("flat-3", "correct", 1.0, "format_error", -1.0),  # no </think>
+    ("flat-3", "no_answer", 0.0, "format_error", -1.0),  # box only in an unclosed <think>
     ("flat-4", "correct", 1.0, "format_error", -1.0),  # tool call after </think>
     ("flat-5", "incorrect", 0.0, "incorrect", -1.0),  # right value only in tool output
     ("flat-6", "no_answer", 0.0, "no_answer", -1.0),  # box only inside think
-    ("flat-7", "correct", 1.0, "incorrect", -1.0),  # first box 3, last box 4
+    ("flat-7", "incorrect", 0.0, "incorrect", -1.0),  # boxes 3 and 4: a hedge
     (8, "correct", 1.0, "format_error", -1.0),  # verl record without id, no </think>
     ("flat-9", "correct", 1.0, "correct", 1.0),  # GSM8K "#### 72" gold
 ]
@@ -77,10 +77,10 @@ def test_grade_binary_rows_and_summary() -> None:
     assert rows[0]["pred"] == "20" and rows[0]["gold"] == "20" and rows[0]["correct"] is True
     assert [r["tool_calls"] for r in rows] == [1, 1, 0, 1, 1, 0, 0, 0, 0]
     assert s is not None
-    assert (s["count"], s["correct"], s["errors"], s["timeouts"]) == (9, 7, 0, 0)
-    assert s["accuracy"] == pytest.approx(7 / 9)
-    assert s["mean_reward"] == pytest.approx(7 / 9)
-    assert s["no_answer_rate"] == pytest.approx(1 / 9)
+    assert (s["count"], s["correct"], s["errors"], s["timeouts"]) == (9, 5, 0, 0)
+    assert s["accuracy"] == pytest.approx(5 / 9)
+    assert s["mean_reward"] == pytest.approx(5 / 9)
+    assert s["no_answer_rate"] == pytest.approx(2 / 9)
     assert s["format_error_rate"] == 0.0
     assert s["tool_use_rate"] == pytest.approx(4 / 9)
     assert s["rewards"]["preset"] == "binary"
@@ -125,7 +125,7 @@ def test_table_summary_goes_to_stderr() -> None:
     rows, s = split(proc.stdout)
     assert len(rows) == 9 and s is None  # stdout is a pipe: the rows, as ever
     assert proc.stderr.splitlines()[0].rstrip() == "preset binary: 9 trajectories"
-    assert table_row(proc.stderr, "accuracy") == "accuracy 77.8% 7/9 with a verdict".split()
+    assert table_row(proc.stderr, "accuracy") == "accuracy 55.6% 5/9 with a verdict".split()
     assert table_row(proc.stderr, "tool use") == ["tool", "use", "44.4%"]
     assert table_row(proc.stderr, "errors") == ["errors", "0"]
     assert "\x1b" not in proc.stderr  # not a terminal: no colours, no cursor moves
@@ -486,7 +486,7 @@ def test_rows_reach_a_terminal_only_with_rows_flag(monkeypatch: pytest.MonkeyPat
     assert cli.main(["grade", "flat.jsonl", "-j1"], stdout=out, stderr=err) == 0
     assert out.getvalue() == ""
     assert "scorer: 9 rows not printed to the terminal (--rows or -o FILE)\n" in err.getvalue()
-    assert table_row(err.getvalue(), "accuracy")[1] == "77.8%"
+    assert table_row(err.getvalue(), "accuracy")[1] == "55.6%"
 
     out, err = TtyIO(), io.StringIO()
     assert cli.main(["grade", "flat.jsonl", "-j1", "--rows"], stdout=out, stderr=err) == 0

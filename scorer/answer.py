@@ -1,0 +1,255 @@
+"""The one answer finder: which part of a model's text is its final answer.
+
+Every path that grades a text (``verify`` on a whole solution, the ``binary`` and
+``interleaved`` reward presets, the CLI and ``/score``) calls :func:`find_answer`, so one text
+has one answer everywhere. The rules (docs/scorer.md, "Which answer counts"):
+
+1. Only text the model wrote and a reader sees: tool output (:func:`mask_tool_output`),
+   hidden and struck-out content (:func:`mask_hidden`) and invisible characters are removed.
+2. Only the answer region (:func:`answer_region`): after the last ``</think>``, never inside a
+   reopened or unclosed ``<think>``.
+3. Boxes: consecutive boxes joined by *and* or commas are one ordered answer (a ``seq``);
+   joined by *or*, or glued with nothing between, they are a hedge. ``binary`` and the library
+   take the last run, ``interleaved`` the first. Every distinct box of the region is a
+   candidate: more candidates than the gold has parts is a hedge (:func:`too_many_candidates`).
+4. No box: with ``fallback``, the last final-answer phrase ("the answer is X", "Final answer:
+   X"), else the last standalone math expression or number of the text; never one whose
+   sentence negates or hedges it ("the answer is not 37", "maybe $37$").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from scorer.extract import (
+    Box,
+    answer_region,
+    drop_invisible,
+    mask_hidden,
+    mask_tool_output,
+)
+from scorer.parse import SEQ_SEP
+
+Source = Literal["box", "phrase", "expression", "none"]
+
+CACHE_MAX_CHARS = 2_000  # longer texts are not cached (bounded cache memory)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What :func:`find_answer` found.
+
+    ``answer`` is the text to compare (``None``: no answer); ``hedge`` says why the text
+    offers several answers (then ``answer`` is ``None``); ``candidates`` are the distinct boxes
+    of the answer region (normalized), for :func:`too_many_candidates`.
+    """
+
+    answer: str | None
+    source: Source
+    hedge: str | None = None
+    candidates: tuple[str, ...] = ()
+
+    def shown(self) -> str | None:
+        """The answer as a row shows it (``2, 3`` for the run ``\\boxed{2} and \\boxed{3}``)."""
+        return None if self.answer is None else self.answer.replace(f" {SEQ_SEP} ", ", ")
+
+    def as_pred(self) -> str | None:
+        """The answer in the form ``verify`` reads back to the same answer: a run of boxes
+        is written as boxes joined by *and* (one ordered answer again); one box's content is
+        passed as it is (prose in it goes through the same doubt rules as any prose)."""
+        if self.answer is None:
+            return None
+        parts = self.answer.split(f" {SEQ_SEP} ")
+        if self.source != "box" or len(parts) == 1:
+            return self.answer
+        return " and ".join(f"\\boxed{{{part}}}" for part in parts)
+
+
+def prepare_text(text: str) -> str:
+    """What the model wrote and a reader sees: tool output, hidden and struck-out content
+    and invisible characters removed, double escapes and literal ``\\n`` repaired."""
+    from scorer.normalize import fix_double_escapes, literal_newlines
+
+    return literal_newlines(fix_double_escapes(mask_hidden(mask_tool_output(drop_invisible(text)))))
+
+
+def find_answer(
+    text: str, *, first: bool = False, fallback: bool = True, gold: bool = False
+) -> Found:
+    """The final answer of ``text`` under the rules of the module docstring.
+
+    ``first`` takes the first run of boxes (the ``interleaved`` preset) instead of the last;
+    ``fallback`` allows an answer without a box; ``gold`` reads a reference answer (its
+    unclosed box reads to the end, several boxes are a plain list, nothing is a hedge).
+    """
+    if len(text) <= CACHE_MAX_CHARS:
+        return _find_cached(text, first, fallback, gold)
+    return _find(text, first, fallback, gold)
+
+
+def _find(text: str, first: bool, fallback: bool, gold: bool) -> Found:
+    from scorer.normalize import stated_boxes
+
+    region = answer_region(prepare_text(text))
+    boxes = stated_boxes(region)
+    if boxes:
+        return _from_boxes(region, boxes, first=first, gold=gold)
+    if not fallback:
+        return Found(None, "none")
+    return _without_box(region)
+
+
+_find_cached = lru_cache(maxsize=8192)(_find)
+
+
+# --- boxes -----------------------------------------------------------------------------------
+
+_JOIN_STRIP = re.compile(
+    r"\\(?:text|textbf|mathrm|mbox|textnormal)\s*\{([^{}]*)\}|\\q?quad|\\[,;:! ]|\\\(|\\\)|"
+    r"\\\[|\\\]|\$|\*\*|[\s,;.]"
+)
+_OR = re.compile(r"(?i)(?<![a-z])or(?![a-z])")
+_AND_WORD = re.compile(r"(?i)(?<![a-z])and(?![a-z])")
+
+Join = Literal["and", "or", "glued", "apart"]
+
+
+def box_join(between: str) -> Join:
+    """How two boxes separated by ``between`` relate: one answer in two parts (*and*, a
+    comma: ``\\boxed{1} \\text{ for (a) and } \\boxed{2}``), a hedge (*or* anywhere between
+    them; nothing but spacing or symbols), or two separate statements (other prose)."""
+    if len(between) > 40:
+        return "apart"
+    if _OR.search(between):
+        return "or"
+    if _AND_WORD.search(between):
+        return "and"
+    rest = _JOIN_STRIP.sub(lambda m: m.group(1) or "", between)
+    if re.search(r"[A-Za-z]", rest):
+        return "apart"
+    return "and" if re.search(r"[,;]", between) else "glued"
+
+
+def _from_boxes(region: str, boxes: list[Box], *, first: bool, gold: bool) -> Found:
+    from scorer.normalize import comparison_key, normalize_answer
+
+    if boxes[-1].unclosed and not gold:
+        # A cut-off box is no answer, and it makes no earlier box the answer either.
+        return Found(None, "none")
+    runs: list[list[Box]] = [[boxes[0]]]
+    joins: list[list[Join]] = [[]]
+    for prev, box in zip(boxes, boxes[1:], strict=False):
+        join = box_join(region[prev.end : box.start])
+        if join == "apart":
+            runs.append([box])
+            joins.append([])
+        else:
+            runs[-1].append(box)
+            joins[-1].append(join)
+    k = 0 if first else -1
+    run, run_joins = runs[k], joins[k]
+    contents = [b.content or "" for b in run]
+    if gold:
+        return Found(", ".join(contents), "box")
+    for join in run_joins:
+        if join != "and":
+            return Found(None, "box", hedge=f"boxes joined by {join}")
+    if any(_BOX_INSIDE.search(c) for c in contents):
+        return Found(None, "box", hedge="a box inside a box")
+    keys = {comparison_key(normalize_answer(b.content or "")) for b in boxes}
+    candidates = tuple(sorted(k for k in keys if k))
+    if not any(c.strip() for c in contents):
+        return Found(None, "none", candidates=candidates)
+    return Found(f" {SEQ_SEP} ".join(contents), "box", candidates=candidates)
+
+
+_BOX_INSIDE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+
+
+def too_many_candidates(found: Found, gold_parts: int) -> bool:
+    """More distinct boxes in the answer region than the gold has parts: the model offered
+    several answers (``\\boxed{36}. Or rather \\boxed{37}``), a hedge that is never paid."""
+    return len(found.candidates) > max(1, gold_parts)
+
+
+# --- no box: final-answer phrases, then the last math expression -----------------------------
+
+_ANSWER_PHRASE = re.compile(
+    r"(?i)(?:final\s+answer(?:[\s*]*(?:is|:))?|(?<![a-z])(?:the|my|our)\s+answer\s+(?:is|=)"
+    r"|(?<![a-z])answer\s*:)[\s*:]*"
+)
+_PHRASE_END = re.compile(r"(?i)I hope|\n\s*\n|<\|im_|\.(?=\s|$)")
+# A sentence with one of these words does not state its number as the answer.
+_DOUBT = re.compile(
+    r"(?i)(?<![a-z])(?:not|no|never|n't|isn't|wasn't|cannot|wrong|incorrect|false|or|maybe|"
+    r"perhaps|possibly|probably|might|either|guess|unsure|unless|except|instead|rather|"
+    r"approximately|about|around|nearly|almost|between)(?![a-z])|n't(?![a-z])"
+)
+_BARE_WORDS = frozenset({"yes", "no", "true", "false", "none", "never"})
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+def _without_box(region: str) -> Found:
+    from scorer.normalize import answer_from_segment, answer_span
+
+    phrases = list(_ANSWER_PHRASE.finditer(region))
+    phrase = phrases[-1] if phrases else None
+    if phrase is not None:
+        seg = region[phrase.end() :]
+        end = _PHRASE_END.search(seg)
+        if end is not None and end.start() > 0:
+            seg = seg[: end.start()]
+        seg = seg.strip().strip('"').replace('\\"', "")
+        bare_word = seg.lower().strip(" .!") in _BARE_WORDS
+        if not seg or (_DOUBT.search(seg) and not bare_word) or seg.rstrip().endswith("?"):
+            return Found(None, "none")
+        answer = answer_from_segment(seg)
+        return Found(answer, "phrase") if answer.strip() else Found(None, "none")
+    answer, start, end = answer_span(region)
+    if not answer.strip() or region.rstrip().endswith("?"):
+        return Found(None, "none")
+    if (start, end) == (0, len(region)) and not _text_answer(answer):
+        return Found(None, "none")
+    if _doubted(region, start, end):
+        return Found(None, "none")
+    return Found(answer, "expression")
+
+
+MAX_TEXT_ANSWER_WORDS = 4
+_MATHY = re.compile(r"[\d=+^\\<>]")
+_YES_NO = re.compile(r"(?i)\s*(?:\\text\s*\{\s*)?(?:yes|no)(?![a-z])")
+
+
+def _text_answer(text: str) -> bool:
+    """Whether a text with no math in it can be an answer as a whole: a formula, a short
+    phrase (``East``, ``\\text{even}``), or *yes* / *no* with its reason. A longer sentence
+    without a number (``Two plus eight makes ten.``) states no answer."""
+    from scorer.normalize import looks_like_sentence
+
+    if not looks_like_sentence(text) or _YES_NO.match(text) or _MATHY.search(text):
+        return True
+    return len(text.split()) <= MAX_TEXT_ANSWER_WORDS
+
+
+# Where the clause that states a value starts: the value follows one of these.
+_CLAUSE_START = re.compile(
+    r"(?i)[,;:=]|(?<![a-z])(?:is|are|was|be|it's|equals?|gives?|get|obtain|which|that|so|thus|"
+    r"hence|therefore)(?![a-z])"
+)
+
+
+def _doubted(text: str, start: int, end: int) -> bool:
+    """Whether the value at ``text[start:end]`` is negated or hedged: a doubt word between it
+    and the start of its clause (``is not $37$``, ``5, not 37``, ``maybe 37``), or anywhere
+    after it in its sentence (``$37$ is wrong``, ``37, or maybe 36``)."""
+    left = 0
+    for m in _SENTENCE_END.finditer(text, 0, start):
+        left = m.end()
+    for m in _CLAUSE_START.finditer(text, left, start):
+        left = m.end()
+    m = _SENTENCE_END.search(text, end)
+    right = len(text) if m is None else m.start()
+    return bool(_DOUBT.search(text[left:start]) or _DOUBT.search(text[end:right]))
