@@ -31,6 +31,19 @@ from scorer.extract import (
     mask_hidden,
     mask_tool_output,
 )
+from scorer.normalize import (
+    DOUBT,
+    answer_from_segment,
+    answer_span,
+    comparison_key,
+    fix_double_escapes,
+    literal_newlines,
+    looks_like_sentence,
+    name_sets_in_words,
+    normalize_answer,
+    stated_boxes,
+    takes_back,
+)
 from scorer.parse import SEQ_SEP
 
 Source = Literal["box", "phrase", "expression", "none"]
@@ -58,12 +71,15 @@ class Found:
 
     def as_pred(self) -> str | None:
         """The answer in the form ``verify`` reads back to the same answer: a run of boxes
-        is written as boxes joined by *and* (one ordered answer again); one box's content is
-        passed as it is (prose in it goes through the same doubt rules as any prose)."""
+        is written as boxes joined by *and* (one ordered answer again), a box holding prose
+        stays boxed (a box's words are never reduced to one of its numbers); any other box's
+        content is passed as it is."""
         if self.answer is None:
             return None
+        from scorer.normalize import looks_like_sentence
+
         parts = self.answer.split(f" {SEQ_SEP} ")
-        if self.source != "box" or len(parts) == 1:
+        if self.source != "box" or (len(parts) == 1 and not looks_like_sentence(self.answer)):
             return self.answer
         return " and ".join(f"\\boxed{{{part}}}" for part in parts)
 
@@ -71,8 +87,6 @@ class Found:
 def prepare_text(text: str) -> str:
     """What the model wrote and a reader sees: tool output, hidden and struck-out content
     and invisible characters removed, double escapes and literal ``\\n`` repaired."""
-    from scorer.normalize import fix_double_escapes, literal_newlines
-
     return literal_newlines(fix_double_escapes(mask_hidden(mask_tool_output(drop_invisible(text)))))
 
 
@@ -91,8 +105,6 @@ def find_answer(
 
 
 def _find(text: str, first: bool, fallback: bool, gold: bool) -> Found:
-    from scorer.normalize import stated_boxes
-
     region = answer_region(prepare_text(text))
     boxes = stated_boxes(region)
     if boxes:
@@ -134,8 +146,6 @@ def box_join(between: str) -> Join:
 
 
 def _from_boxes(region: str, boxes: list[Box], *, first: bool, gold: bool) -> Found:
-    from scorer.normalize import comparison_key, normalize_answer
-
     if boxes[-1].unclosed and not gold:
         # A cut-off box is no answer, and it makes no earlier box the answer either.
         return Found(None, "none")
@@ -159,11 +169,24 @@ def _from_boxes(region: str, boxes: list[Box], *, first: bool, gold: bool) -> Fo
             return Found(None, "box", hedge=f"boxes joined by {join}")
     if any(_BOX_INSIDE.search(c) for c in contents):
         return Found(None, "box", hedge="a box inside a box")
+    contents = [_stated_in_box(c) for c in contents]
+    if any(c is None for c in contents):
+        return Found(None, "none")
     keys = {comparison_key(normalize_answer(b.content or "")) for b in boxes}
     candidates = tuple(sorted(k for k in keys if k))
-    if not any(c.strip() for c in contents):
+    stated = [c for c in contents if c is not None]
+    if not any(c.strip() for c in stated):
         return Found(None, "none", candidates=candidates)
-    return Found(f" {SEQ_SEP} ".join(contents), "box", candidates=candidates)
+    return Found(f" {SEQ_SEP} ".join(stated), "box", candidates=candidates)
+
+
+def _stated_in_box(content: str) -> str | None:
+    """What a box states: its content, or for prose in a box the value the prose states by
+    the rules of a text without a box (``\\text{The total is } 37`` states 37; ``\\text{the
+    answer is not } 37`` states nothing)."""
+    if not looks_like_sentence(content):
+        return content
+    return _without_box(content).answer
 
 
 _BOX_INSIDE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
@@ -182,19 +205,11 @@ _ANSWER_PHRASE = re.compile(
     r"|(?<![a-z])answer\s*:)[\s*:]*"
 )
 _PHRASE_END = re.compile(r"(?i)I hope|\n\s*\n|<\|im_|\.(?=\s|$)")
-# A sentence with one of these words does not state its number as the answer.
-_DOUBT = re.compile(
-    r"(?i)(?<![a-z])(?:not|no|never|n't|isn't|wasn't|cannot|wrong|incorrect|false|or|maybe|"
-    r"perhaps|possibly|probably|might|either|guess|unsure|unless|except|instead|rather|"
-    r"approximately|about|around|nearly|almost|between)(?![a-z])|n't(?![a-z])"
-)
 _BARE_WORDS = frozenset({"yes", "no", "true", "false", "none", "never"})
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 
 
 def _without_box(region: str) -> Found:
-    from scorer.normalize import answer_from_segment, answer_span
-
     phrases = list(_ANSWER_PHRASE.finditer(region))
     phrase = phrases[-1] if phrases else None
     if phrase is not None:
@@ -204,7 +219,7 @@ def _without_box(region: str) -> Found:
             seg = seg[: end.start()]
         seg = seg.strip().strip('"').replace('\\"', "")
         bare_word = seg.lower().strip(" .!") in _BARE_WORDS
-        if not seg or (_DOUBT.search(seg) and not bare_word) or seg.rstrip().endswith("?"):
+        if not seg or (DOUBT.search(seg) and not bare_word) or seg.rstrip().endswith("?"):
             return Found(None, "none")
         answer = answer_from_segment(seg)
         return Found(answer, "phrase") if answer.strip() else Found(None, "none")
@@ -213,6 +228,9 @@ def _without_box(region: str) -> Found:
         return Found(None, "none")
     if (start, end) == (0, len(region)) and not _text_answer(answer):
         return Found(None, "none")
+    if (start, end) == (0, len(region)) and not _YES_NO.match(answer) and takes_back(answer):
+        if name_sets_in_words(answer) == answer:
+            return Found(None, "none")  # ``37 \\text{ is wrong}``: the text takes it back
     if _doubted(region, start, end):
         return Found(None, "none")
     return Found(answer, "expression")
@@ -227,9 +245,9 @@ def _text_answer(text: str) -> bool:
     """Whether a text with no math in it can be an answer as a whole: a formula, a short
     phrase (``East``, ``\\text{even}``), or *yes* / *no* with its reason. A longer sentence
     without a number (``Two plus eight makes ten.``) states no answer."""
-    from scorer.normalize import looks_like_sentence
-
     if not looks_like_sentence(text) or _YES_NO.match(text) or _MATHY.search(text):
+        return True
+    if name_sets_in_words(text) != text:  # "there are no real solutions"
         return True
     return len(text.split()) <= MAX_TEXT_ANSWER_WORDS
 
@@ -252,4 +270,4 @@ def _doubted(text: str, start: int, end: int) -> bool:
         left = m.end()
     m = _SENTENCE_END.search(text, end)
     right = len(text) if m is None else m.start()
-    return bool(_DOUBT.search(text[left:start]) or _DOUBT.search(text[end:right]))
+    return bool(DOUBT.search(text[left:start]) or DOUBT.search(text[end:right]))

@@ -734,10 +734,16 @@ class Comparer:
 
 
 _HEDGES = frozenset(
-    "but only if unless except however sometimes maybe perhaps possibly depends when".split()
+    """but only if unless except however sometimes maybe perhaps possibly depends depending
+    when whenever provided providing assuming assume although though yet might may could
+    probably likely unlikely usually generally typically often mostly partly partially
+    conditionally otherwise either or guess unsure uncertain not sure sort kind somewhat
+    almost nearly roughly approximately""".split()
 )
 _NEGATIONS = frozenset(
-    "no not cannot can t never isn doesn don aren impossible none nothing".split()
+    """no not cannot can t never isn doesn don aren wasn weren won wouldn shouldn couldn
+    hasn haven hadn didn ain impossible none nothing false wrong incorrect untrue neither
+    nor nope nah""".split()
 )
 
 

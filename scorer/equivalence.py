@@ -28,6 +28,7 @@ from scorer.nodes import Answer, Coll, Expr, Union
 from scorer.normalize import comparison_key, normalize_answer
 from scorer.parse import TooDeep, parse_answer
 from scorer.sympy_pool import DeadlineExceeded, WorkerCrashed, get_pool
+from scorer.units import units_contradict
 from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
 
 MAX_INPUT_CHARS = 20_000  # raw input (may be a whole solution; extraction is linear-time)
@@ -129,6 +130,8 @@ def verify(pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT) -> Verdic
         return Verdict(False, Reason.TOO_LONG, "answer above the size cap")
     if hedged(found, gold_s):
         return Verdict(False, Reason.HEDGED, f"{len(found.candidates)} different boxes")
+    if units_contradict(found.answer or "", find_answer(gold_s, gold=True).answer or ""):
+        return Verdict(False, Reason.NOT_EQUAL, "units differ")
     if comparison_key(p_norm) == comparison_key(g_norm):
         return Verdict(True, Reason.STRING_MATCH)
     p_ans, g_ans = _parsed(p_norm), _parsed(g_norm)

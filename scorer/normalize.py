@@ -278,7 +278,8 @@ def _formula_chunks(text: str) -> list[tuple[int, int]]:
 _NOT_PROSE = frozenset(
     """percent percentage dollars dollar cents units unit square cubic meters metres feet inches
     miles hours minutes seconds degrees weeks years months days yuan euros grams pounds liters
-    litres text textbf mathrm frac sqrt infty quad boxed""".split()
+    litres text textbf mathrm frac sqrt infty quad boxed hundred thousand million billion
+    trillion""".split()
 )
 
 
@@ -315,6 +316,23 @@ def _neighbour(s: str, i: int, step: int) -> str:
             return s[i]
         i += step
     return ""
+
+
+def takes_back(s: str) -> bool:
+    """Whether the words of an answer (in ``\\text{}`` or plain prose, not algebra) negate or
+    hedge its value: ``37 \\text{ is wrong}``, ``37, probably``. *or* between items is a list,
+    not a doubt (``x < -1 or x > 1``)."""
+    t = replace_command(s, _TEXT_MODE, lambda a: " " + a + " ")
+    t = _LATEX_NAMES.sub(" ", t).replace("'", "")
+    words = {w.lower() for w in _prose_words(t)} - {"or"}
+    return (
+        bool(words & DOUBT_WORDS)
+        or "nt" in words
+        or any(w.endswith("nt") and w[:-2] in _NT_STEMS for w in words)
+    )
+
+
+_NT_STEMS = frozenset("is was were do does did can could would should has have had are ai".split())
 
 
 def looks_like_sentence(s: str) -> bool:
@@ -518,6 +536,54 @@ def canonical_commands(s: str) -> str:
     return s
 
 
+_REPEATING = re.compile(
+    r"(?<![\d.])(?P<int>\d*)\.(?P<fixed>\d*)\\(?:overline|dot|bar)\s*\{(?P<rep>\d{1,12})\}"
+    r"|(?<![\d.])(?P<int2>\d*)\.(?P<fixed2>\d*)\((?P<rep2>\d{1,12})\)(?![\d(])"
+)
+
+
+_MULTIPLIERS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_MULTIPLIER_WORD = re.compile(
+    r"(?<=\d)(?P<pre>\s*(?:\\[,;!: ]|~)?\s*)(?:\\(?:text|mathrm|mbox|textrm)\s*\{\s*"
+    r"(?P<w1>hundred|thousand|million|billion|trillion)s?\s*\}"
+    r"|(?P<w2>hundred|thousand|million|billion|trillion)s?(?![A-Za-z]))",
+    re.IGNORECASE,
+)
+
+
+def expand_multiplier_words(s: str) -> str:
+    """``37 \\text{ million}`` / ``3.7 billion`` -> ``37 \\times 10^{6}``: a multiplier word
+    is part of the value, never a unit to drop (``37 million`` is not 37)."""
+    if not re.search(r"(?i)hundred|thousand|illion", s):
+        return s
+
+    def repl(m: re.Match[str]) -> str:
+        word = (m["w1"] or m["w2"]).lower()
+        return f" \\times 10^{{{_MULTIPLIERS[word]}}}"
+
+    return _MULTIPLIER_WORD.sub(repl, s)
+
+
+def repeating_decimals(s: str) -> str:
+    """``0.\\overline{3}`` / ``0.1\\overline{6}`` / ``0.(3)`` -> the exact fraction.
+
+    ``\\overline`` is otherwise kept (a segment ``\\overline{AB}``, a conjugate): it is never
+    dropped, so ``\\overline{37}`` is not 37.
+    """
+    if "." not in s:
+        return s
+
+    def repl(m: re.Match[str]) -> str:
+        whole = m["int"] if m["rep"] is not None else m["int2"]
+        fixed = (m["fixed"] if m["rep"] is not None else m["fixed2"]) or ""
+        rep = m["rep"] or m["rep2"]
+        num = int((whole or "0") + fixed + rep) - int((whole or "0") + fixed)
+        den = (10 ** len(rep) - 1) * 10 ** len(fixed)
+        return f"\\frac{{{num}}}{{{den}}}"
+
+    return _REPEATING.sub(repl, s)
+
+
 _TEXT_MODE = _TEXT_MODE_NAMES
 _MATH_MODE = (
     "textbf",
@@ -530,7 +596,6 @@ _MATH_MODE = (
     "boldsymbol",
     "bm",
     "operatorname",
-    "overline",
     "underline",
     "overrightarrow",
     "vec",
@@ -676,11 +741,6 @@ _CONNECTORS = re.compile(
 
 
 _INEQUALITY = re.compile(r"[<>]|\\(?:leq|geq|neq)(?![A-Za-z])")
-# An interval that cannot be a pair: an infinite end or mixed brackets.
-_INTERVAL = re.compile(
-    r"\s*(?:[(\[][^()\[\],]*,[^()\[\],]*\\infty\s*[)\]]|[(\[]\s*-?\s*\\infty[^()\[\],]*,"
-    r"[^()\[\],]*[)\]]|\([^()\[\],]*,[^()\[\],]*\]|\[[^()\[\],]*,[^()\[\],]*\))\s*"
-)
 
 
 def split_connectors(s: str) -> str:
@@ -690,7 +750,8 @@ def split_connectors(s: str) -> str:
     thousands separator or a decimal comma (``12 and 345`` is not 12345, ``6 and 8`` not 6.8).
     ``or`` between two inequalities (``x < -1 or x > 1``) becomes ``\\lor``: the parser reads
     it as the union of their solution sets, where a comma would mean a list. Between two
-    intervals that cannot be pairs (an infinite end, mixed brackets) it becomes ``\\cup``.
+    intervals it stays a list: ``(-\\infty,1) \\text{ or } (3,\\infty)`` names two candidate
+    intervals (a hedge), not their union ``\\cup``.
     """
     out: list[str] = []
     pos = 0
@@ -700,12 +761,8 @@ def split_connectors(s: str) -> str:
         after = s[m.end() : matches[k + 1].start() if k + 1 < len(matches) else len(s)]
         is_or = m.group(0).strip(" ,").lower() == "or"
         both_ineq = _INEQUALITY.search(before) and _INEQUALITY.search(after)
-        intervals = _INTERVAL.fullmatch(before) and _INTERVAL.fullmatch(after)
         out.append(before)
-        if is_or and intervals:
-            out.append(" \\cup ")
-        else:
-            out.append(" \\lor " if is_or and both_ineq else ", ")
+        out.append(" \\lor " if is_or and both_ineq else ", ")
         pos = m.end()
     out.append(s[pos:])
     return "".join(out).strip(", ")
@@ -819,7 +876,19 @@ def _unit_tail_ok(tail: str, glued: bool) -> bool:
         return False
     if glued:
         return len(words[0]) >= 3 and words[0].lower() in UNIT_WORDS
-    return all(w.lower() in UNIT_WORDS or len(w) >= 3 for w in words)
+    return all(w.lower() in UNIT_WORDS or (len(w) >= 3 and not DOUBT.search(w)) for w in words)
+
+
+# Words that negate or hedge the value next to them: never dropped as a unit or a
+# description (``37 \\text{ wrong}`` is not 37), and a sentence holding one states no answer.
+DOUBT_WORDS = frozenset(
+    """not no never cannot wrong incorrect false untrue invalid nope nah or maybe perhaps
+    possibly probably might either guess unsure unless except instead rather approximately
+    about around nearly almost between mistaken unlikely excluded""".split()
+)
+DOUBT = re.compile(
+    r"(?i)(?<![a-z])(?:" + "|".join(sorted(DOUBT_WORDS)) + r"|isn't|wasn't)(?![a-z])|n't(?![a-z])"
+)
 
 
 def strip_trailing_units(s: str) -> str:
@@ -898,6 +967,8 @@ STEPS: tuple[Callable[[str], str], ...] = (
     strip_outer_delimiters,
     drop_display_commands,
     canonical_commands,
+    repeating_decimals,
+    expand_multiplier_words,
     drop_text_units,
     unwrap_text_commands,
     drop_ordinal_suffix,

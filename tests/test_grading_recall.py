@@ -41,7 +41,6 @@ CLASSES = {
             ("x < -1 or x > 1", "x \\in (-\\infty,-1)\\cup(1,\\infty)"),
             ("x \\leq 0 \\text{ or } x \\geq 2", "(-\\infty, 0] \\cup [2, \\infty)"),
             ("x>1 or x<-1", "x<-1 or x>1"),
-            ("(-\\infty,-1) \\text{ or } (1,\\infty)", "(-\\infty,-1)\\cup(1,\\infty)"),
             ("\\{x \\mid x \\leq -1\\} \\cup \\{x \\mid x \\geq 1\\}", "|x| \\geq 1"),
             ("\\mathbb{R} \\setminus \\{3, -1\\}", "(-\\infty,-1)\\cup(-1,3)\\cup(3,\\infty)"),
             ("\\mathbb{R} \\setminus \\{2\\}", "x \\neq 2"),
@@ -53,6 +52,8 @@ CLASSES = {
             ("x>-1 \\text{ and } x<1", "(-\\infty,-1)\\cup(1,\\infty)"),
             ("x>-1 \\text{ and } x<1", "\\mathbb{R}"),
             ("(1,2) or (3,4)", "(1,2)\\cup(3,4)"),  # may be two pairs
+            # two intervals joined by "or" name two candidates (a hedge), never their union
+            ("(-\\infty,-1) \\text{ or } (1,\\infty)", "(-\\infty,-1)\\cup(1,\\infty)"),
             ("(-\\infty,-1) \\text{ or } (1,\\infty)", "(-\\infty,-1]\\cup(1,\\infty)"),
             ("\\mathbb{R} \\setminus \\{3\\}", "(-\\infty,2)\\cup(2,\\infty)"),
             ("\\mathbb{R} \\setminus \\{2\\}", "\\mathbb{R}"),
