@@ -202,7 +202,8 @@ def too_many_candidates(found: Found, gold_parts: int) -> bool:
 
 _ANSWER_PHRASE = re.compile(
     r"(?i)(?:final\s+answer(?:[\s*]*(?:is|:))?|(?<![a-z])(?:the|my|our)\s+answer\s+(?:is|=)"
-    r"|(?<![a-z])answer\s*:)[\s*:]*"
+    r"|(?<![a-z])answer\s*:|(?m:^[ \t]*\#{1,3}[ \t]*answer[ \t]*$)|\#\#\#\#)[\s*:]*"
+    r"|(?m:^[ \t]*A:[ \t]*)"  # GSM8K samples: "A: 18"; PRM800K: "# Answer"; "#### 72"
 )
 _PHRASE_END = re.compile(r"(?i)I hope|\n\s*\n|<\|im_|\.(?=\s|$)")
 _BARE_WORDS = frozenset({"yes", "no", "true", "false", "none", "never"})
