@@ -220,7 +220,8 @@ def _without_box(region: str) -> Found:
             seg = seg[: end.start()]
         seg = seg.strip().strip('"').replace('\\"', "")
         bare_word = seg.lower().strip(" .!") in _BARE_WORDS
-        if not seg or (DOUBT.search(seg) and not bare_word) or seg.rstrip().endswith("?"):
+        doubt = DOUBT.search(seg) or DOUBT.search(_sentence_before(region, phrase.start()))
+        if not seg or (doubt and not bare_word) or seg.rstrip().endswith("?"):
             return Found(None, "none")
         answer = answer_from_segment(seg)
         return Found(answer, "phrase") if answer.strip() else Found(None, "none")
@@ -258,6 +259,15 @@ _CLAUSE_START = re.compile(
     r"(?i)[,;:=]|(?<![a-z])(?:is|are|was|be|it's|equals?|gives?|get|obtain|which|that|so|thus|"
     r"hence|therefore)(?![a-z])"
 )
+
+
+def _sentence_before(text: str, pos: int) -> str:
+    """The part of the sentence holding ``pos`` that comes before it (``Maybe`` of ``Maybe
+    the answer is 37``)."""
+    left = 0
+    for m in _SENTENCE_END.finditer(text, max(0, pos - 300), pos):
+        left = m.end()
+    return text[max(left, pos - 300) : pos]
 
 
 def _doubted(text: str, start: int, end: int) -> bool:

@@ -669,8 +669,6 @@ class Comparer:
             has_ellipsis = any(
                 isinstance(e, Expr) and isinstance(e.node, Dots) for e in p.elems + g.elems
             )
-            if kp == kg == "list" and _unsorted_numbers(g):
-                return self._ordered(p.elems, g.elems)
             if kp in ("set", "list") and kg in ("set", "list") and not has_ellipsis:
                 return self._unordered(p.elems, g.elems)
             if {kp, kg} == {"tuple", "blist"} and _pair_like(p) and _pair_like(g):
@@ -873,20 +871,6 @@ def _alternatives(node: Ast) -> list[Ast]:
         x = node.arg
         return [x, Mul((x, Div(Const("pi"), Int(180))))]
     return [node]
-
-
-def _unsorted_numbers(gold: Coll) -> bool:
-    """A gold list of three or more numbers in neither increasing nor decreasing order
-    (``0.1, 4, 2``): its order is part of the answer (values asked for in order), so a list is
-    compared in order against it. A sorted gold (``-2, 4, 10``, ``7, -2, -5``) is how a set of
-    solutions is written; it is matched in any order (a question asking for an order makes
-    every list ordered: ``verify(..., question=...)``)."""
-    keys = [_exact_key(e) for e in gold.elems]
-    if len(keys) < 3 or any(k is None or k[0] != "q" for k in keys):
-        return False
-    values = [k[1] for k in keys if k is not None]
-    pairs = list(zip(values, values[1:], strict=False))
-    return not (all(a <= b for a, b in pairs) or all(a >= b for a, b in pairs))
 
 
 def _pred_percent(node: Pct) -> list[Ast]:

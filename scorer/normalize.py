@@ -884,7 +884,8 @@ def _unit_tail_ok(tail: str, glued: bool) -> bool:
 DOUBT_WORDS = frozenset(
     """not no never cannot wrong incorrect false untrue invalid nope nah or maybe perhaps
     possibly probably might either guess unsure unless except instead rather approximately
-    about around nearly almost between mistaken unlikely excluded""".split()
+    about around nearly almost between mistaken unlikely excluded but than unlike besides
+    excluding""".split()
 )
 DOUBT = re.compile(
     r"(?i)(?<![a-z])(?:" + "|".join(sorted(DOUBT_WORDS)) + r"|isn't|wasn't)(?![a-z])|n't(?![a-z])"
