@@ -195,6 +195,57 @@ def _walk_decimals(node: nodes.Node, out: list[int]) -> None:
         _walk_decimals(c, out)
 
 
+INTEGER_NAMES = frozenset("n m k j l N M K".split())
+_INTEGERS = (0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 97, 100, 1001, 65537, 10**6 + 3, 10**12 + 39)
+
+
+def _stepped(expr) -> bool:
+    """Whether ``expr`` holds a step function or a parity: floor, ceiling, mod, sign, or a
+    power of -1."""
+    if expr.has(sp.floor, sp.ceiling, sp.Mod, sp.frac, sp.sign, sp.Heaviside, sp.Piecewise):
+        return True
+    return any(p.base == -1 for p in expr.atoms(sp.Pow))
+
+
+def step_points(syms: list) -> tuple[list[dict], list[dict]]:
+    """Sample points for step functions: (integer points, real points), deterministic.
+
+    Integers: every variable at small, negative and large integers, one variable at a time
+    varied against a second pattern. Reals: just below and above integers (``k ± 1/1999``),
+    halves, large rationals and the small rationals of ordinary sampling.
+    """
+    rng = random.Random(20261203)
+    ints = [*_INTEGERS, *(-v for v in _INTEGERS[1:8])]
+    integer_points = [{s: sp.Integer(v) for s in syms} for v in ints]
+    for _ in range(12):
+        integer_points.append({s: sp.Integer(rng.choice(ints)) for s in syms})
+    reals: list = []
+    for k in (1, 2, 3, 5, 10, 12, 100, -1, -3):
+        reals += [sp.Integer(k) - sp.Rational(1, 1999), sp.Integer(k) + sp.Rational(1, 1999)]
+        reals.append(sp.Integer(k) + sp.Rational(1, 2))
+    reals += [sp.Rational(rng.randint(10**5, 10**9), rng.randint(7, 97)) for _ in range(6)]
+    reals += [sp.Rational(rng.randint(3, 40), rng.randint(7, 17)) for _ in range(6)]
+    real_points = [{s: v for s in syms} for v in reals]
+    for _ in range(12):
+        real_points.append({s: rng.choice(reals) for s in syms})
+    return integer_points, real_points
+
+
+def _agree_at(a, b, point: dict) -> bool | None:
+    """Whether ``a`` and ``b`` take the same value at ``point`` (exactly: both are evaluated
+    with exact rationals first); ``None`` when either is undefined there."""
+    try:
+        av, bv = a.subs(point), b.subs(point)
+        if av.is_Rational and bv.is_Rational:
+            return bool(av == bv)
+        d = sp.N(av - bv, DIGITS, maxn=300)
+        if not (_finite(sp.N(av, DIGITS)) and _finite(sp.N(bv, DIGITS)) and _finite(d)):
+            return None
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        return None
+    return _precise_zero(d)
+
+
 def _branchy(expr) -> bool:
     """Fractional powers, roots and logs take principal branches, so forms that agree for
     positive variables (``\\sqrt{x^2}`` and ``x``) may differ for negative ones; such pairs are
@@ -301,6 +352,8 @@ class SympyBackend(ExactBackend):
         diff = a - b
         if diff == 0:
             return Verdict(True, Reason.SYMBOLIC_EQUAL)
+        if _stepped(diff):
+            return self._stepped_equal(a, b, syms)
         agreed = 0
         tried = 0
         while tried < 4 * N_POINTS and agreed < N_POINTS:
@@ -330,6 +383,23 @@ class SympyBackend(ExactBackend):
             detail = f"agree at {agreed} random points"
             return Verdict(True, reason if tol != EXACT_RTOL else Reason.NUMERIC_EQUAL, detail)
         return self._simplify_equal(a, b)
+
+    def _stepped_equal(self, a, b, syms: list) -> Verdict:
+        """Floor, ceiling, mod and parity forms: equal only if they agree at every point of
+        :func:`step_points` (integers small, negative and large; just either side of integer
+        boundaries; rationals large and small), so two forms that coincide on a narrow band
+        of small rationals (``\\lfloor n/10 \\rfloor`` and ``\\lfloor n/12 \\rfloor``)
+        differ. Forms that agree at every integer but not between them are equal only when
+        every variable is named like an integer (``n``, ``m``, ``k``...)."""
+        integer_points, real_points = step_points(syms)
+        for points, integer in ((integer_points, True), (real_points, False)):
+            for point in points:
+                same = _agree_at(a, b, point)
+                if same is False:
+                    if not integer and all(str(s) in INTEGER_NAMES for s in syms):
+                        return Verdict(True, Reason.NUMERIC_EQUAL, "agree at every integer point")
+                    return Verdict(False, Reason.NOT_EQUAL, "differ at a sample point")
+        return Verdict(True, Reason.NUMERIC_EQUAL, "agree at integer, boundary and large points")
 
     def _simplify_equal(self, a, b) -> Verdict:
         try:
