@@ -41,6 +41,7 @@ from scorer.normalize import (
     looks_like_sentence,
     name_sets_in_words,
     normalize_answer,
+    restore_lost_escapes,
     stated_boxes,
     takes_back,
 )
@@ -87,7 +88,8 @@ class Found:
 def prepare_text(text: str) -> str:
     """What the model wrote and a reader sees: tool output, hidden and struck-out content
     and invisible characters removed, double escapes and literal ``\\n`` repaired."""
-    return literal_newlines(fix_double_escapes(mask_hidden(mask_tool_output(drop_invisible(text)))))
+    text = restore_lost_escapes(drop_invisible(text))
+    return literal_newlines(fix_double_escapes(mask_hidden(mask_tool_output(text))))
 
 
 def find_answer(
@@ -203,7 +205,7 @@ def too_many_candidates(found: Found, gold_parts: int) -> bool:
 _ANSWER_PHRASE = re.compile(
     r"(?i)(?:final\s+answer(?:[\s*]*(?:is|:))?|(?<![a-z])(?:the|my|our)\s+answer\s+(?:is|=)"
     r"|(?<![a-z])answer\s*:|(?m:^[ \t]*\#{1,3}[ \t]*answer[ \t]*$)|\#\#\#\#)[\s*:]*"
-    r"|(?m:^[ \t]*A:[ \t]*)"  # GSM8K samples: "A: 18"; PRM800K: "# Answer"; "#### 72"
+    r"|(?m-i:^[ \t]*A:[ \t]*)"  # GSM8K samples: "A: 18"; PRM800K: "# Answer"; "#### 72"
 )
 _PHRASE_END = re.compile(r"(?i)I hope|\n\s*\n|<\|im_|\.(?=\s|$)")
 _BARE_WORDS = frozenset({"yes", "no", "true", "false", "none", "never"})

@@ -38,6 +38,7 @@ from scorer.nodes import (
     Div,
     Dots,
     Expr,
+    Fn,
     In,
     Int,
     Interval,
@@ -402,6 +403,8 @@ class Comparer:
                 return _equal(Reason.TEXT_MATCH)
             if _explained_yes_no(p.words, g.words) or _explained_yes_no(g.words, p.words):
                 return _equal(Reason.TEXT_MATCH, "yes/no with an explanation")
+            if _key_phrase(p.words, g.words):
+                return _equal(Reason.TEXT_MATCH, "the gold is the answer's key phrase")
             return _unequal(Reason.PARSE_ERROR if failed else Reason.NOT_EQUAL)
         return _unequal(Reason.PARSE_ERROR if failed else Reason.STRUCTURE_MISMATCH, "text vs math")
 
@@ -524,6 +527,8 @@ class Comparer:
                 if res.correct:
                     return res
         if vp.kind == vg.kind == "assign":
+            if _function_value(vp.lhs) or _function_value(vg.lhs):
+                return _unequal(detail="values of different functions")  # sin x vs cos x
             return self.compare(vp.rhs, vg.rhs)
         return res or _unequal()
 
@@ -761,6 +766,32 @@ def _explained_yes_no(key: str, bare: str) -> bool:
     return not (rest & _HEDGES or rest & against)
 
 
+_LEADS = ("the answer is ", "answer is ", "it is ", "it s ", "its ", "this is ", "that is ")
+_REASONS = frozenset("because since as for due given".split())
+
+
+def _key_phrase(key: str, gold: str) -> bool:
+    """A text answer whose key phrase is the gold: ``It is Tuesday`` or ``Tuesday, because
+    it rains`` answers ``Tuesday``. The lead-in is one of a few fixed phrases; what follows the
+    gold must start with a reason word and neither hedge nor negate (``Tuesday or Monday``,
+    ``Tuesday, but not always`` do not count)."""
+    if not gold or gold in ("yes", "no") or len(gold.split()) > 4:
+        return False
+    for lead in _LEADS:
+        if key.startswith(lead):
+            key = key[len(lead) :]
+            break
+    if key == gold:
+        return True
+    if not key.startswith(gold + " "):
+        return False
+    rest = key[len(gold) + 1 :].split()
+    if not rest or rest[0] not in _REASONS:
+        return False
+    words = set(rest)
+    return not (words & _HEDGES or words & _NEGATIONS)
+
+
 _BOUND = "\\boundvar"
 _FUNCTION_NAMES = frozenset("f g h p q r u v w F G H P Q".split())
 
@@ -794,6 +825,12 @@ def _rename(node: Ast, var: str) -> Ast:
     if isinstance(node, SympyValue):
         return node
     return cast(Ast, rebuild(node, lambda c: _rename(cast(Ast, c), var)))
+
+
+def _function_value(label: Answer) -> bool:
+    """A label that names a function's value (``\\sin x``): two different ones never state
+    the same thing, even with the same right-hand side."""
+    return isinstance(label, Expr) and isinstance(label.node, Fn)
 
 
 def _assigned_label(a: Answer) -> object:

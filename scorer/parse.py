@@ -1135,7 +1135,12 @@ def _label_ast(node: nodes.Ast) -> bool:
         return _label_ast(node.num) and _label_ast(node.den)
     if isinstance(node, nodes.Abs):
         return _label_ast(node.arg)
+    if isinstance(node, nodes.Fn):  # ``\\sin x = \\frac12``: a function's value is named
+        return node.name in _TRIG_LABELS and isinstance(node.arg, nodes.Sym)
     return False
+
+
+_TRIG_LABELS = frozenset("sin cos tan cot sec csc".split())
 
 
 def canonical(node: nodes.Node) -> nodes.Node:

@@ -45,6 +45,11 @@ POLICY_DISAGREEMENTS: dict[int, tuple[str, str]] = {
         "different answers; a box comes first and more candidates than the gold's parts are a "
         "hedge, never paid (docs/scorer.md, 'Which answer counts')",
     ),
+    189: (
+        "$13$",
+        "the gold '$\\text{13}$' lost its backslash to a string escape (a TAB before 'ext'); "
+        "restoring lost escapes is a recall rule of issue #29, so it reads as 13",
+    ),
     253: (
         "$f(y)$",
         "non-strict Math-Verify renames variables; f(y) and f(x) are different expressions "

@@ -6,9 +6,8 @@ CLI tests grade with the real equivalence engine.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import math
+from dataclasses import replace
 
 import pytest
 
