@@ -327,6 +327,11 @@ class ScoreRequest(BaseModel):
 
     preset: str | None = Field(default=None, description="'binary' (default) or 'interleaved'.")
     timeout: float | None = Field(default=None, description="Seconds per answer check.")
+    question: str | None = Field(
+        default=None,
+        description="The question, optional: the form it asks for (a reduced fraction, in "
+        "terms of pi, an order, an integer, a unit, a value not its own expression) is enforced.",
+    )
     rewards: dict[str, float | None] | list[Any] | None = Field(
         default=None,
         description="Overrides: correct_reward, wrong_reward, format_reward, tool_bonus, "

@@ -27,6 +27,7 @@ from scorer.compare import Comparer, ExactBackend, Undecided
 from scorer.nodes import Answer, Coll, Expr, Union
 from scorer.normalize import comparison_key, normalize_answer
 from scorer.parse import TooDeep, parse_answer
+from scorer.question import Demands, demands, form_problem
 from scorer.sympy_pool import DeadlineExceeded, WorkerCrashed, get_pool
 from scorer.units import units_contradict
 from scorer.verdict import DEFAULT_TIMEOUT, Gold, Reason, Verdict
@@ -91,6 +92,13 @@ def hedged(found: Found, gold: Gold | Sequence[Gold]) -> bool:
     return True
 
 
+@lru_cache(maxsize=1024)
+def _demands(question: str) -> Demands:
+    """What a question asks of its answer, cached: a question is graded against many
+    rollouts."""
+    return demands(question)
+
+
 @lru_cache(maxsize=8192)
 def _parsed(norm: str) -> Answer | None:
     """Parsed answer, or None when nesting exceeds the cap."""
@@ -102,11 +110,15 @@ def _parsed(norm: str) -> Answer | None:
         return None
 
 
-def verify(pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT) -> Verdict:
+def verify(
+    pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT, question: str | None = None
+) -> Verdict:
     """Compare ``pred`` with ``gold``; see docs/scorer.md for the rules and reason codes.
 
     ``timeout`` bounds the sympy work in seconds (the worker is killed past it). Cheap cases
-    never touch the worker.
+    never touch the worker. ``question``, when given, enforces the form it asks for
+    (:mod:`scorer.question`: a reduced fraction, in terms of pi, an ordered list, an integer,
+    its unit, a value rather than its own expression); without it nothing changes.
     """
     if not isinstance(pred, str):
         return Verdict(False, Reason.EMPTY, "pred is not a string")
@@ -132,8 +144,15 @@ def verify(pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT) -> Verdic
         return Verdict(False, Reason.HEDGED, f"{len(found.candidates)} different boxes")
     if units_contradict(found.answer or "", find_answer(gold_s, gold=True).answer or ""):
         return Verdict(False, Reason.NOT_EQUAL, "units differ")
+    want = _demands(question) if isinstance(question, str) and len(question) < 50_000 else None
+    if want is not None:
+        problem = form_problem(want, found.answer or "", p_norm, g_norm)
+        if problem is not None:
+            return Verdict(False, Reason.NOT_EQUAL, problem)
     if comparison_key(p_norm) == comparison_key(g_norm):
         return Verdict(True, Reason.STRING_MATCH)
+    if want is not None and want.ordered and isinstance(_parsed(p_norm), Coll):
+        p_norm = f"({p_norm})"  # "in increasing order": a bare list is compared in order
     p_ans, g_ans = _parsed(p_norm), _parsed(g_norm)
     if p_ans is None or g_ans is None:
         return Verdict(False, Reason.TOO_DEEP, "nesting above the cap")

@@ -112,7 +112,12 @@ def grade_trajectory(
         }
         try:
             outcome = score_text(
-                rollout.text, traj.gold, options.rewards, verify=verify, timeout=options.timeout
+                rollout.text,
+                traj.gold,
+                options.rewards,
+                verify=verify,
+                timeout=options.timeout,
+                question=traj.question,
             )
         except Exception as e:  # a grader bug must cost one row, not the run
             message = f"grader error: {type(e).__name__}: {e}"

@@ -116,6 +116,7 @@ def _check(
     gold: Gold | Sequence[Gold],
     verify: VerifyFn,
     timeout: float,
+    question: str | None = None,
 ) -> Verdict:
     """Compare ``pred`` with the gold, or with each acceptable gold in turn (any match wins;
     a timeout is reported only when no gold matched)."""
@@ -123,7 +124,10 @@ def _check(
     timed_out: Verdict | None = None
     last: Verdict | None = None
     for g in golds:
-        verdict = verify(pred, g, timeout=timeout)
+        if question is None:
+            verdict = verify(pred, g, timeout=timeout)
+        else:
+            verdict = verify(pred, g, timeout=timeout, question=question)
         if verdict.correct:
             return verdict
         if verdict.timed_out and timed_out is None:
@@ -142,6 +146,7 @@ def _judge(
     verify: VerifyFn,
     timeout: float,
     bonus: bool,
+    question: str | None = None,
 ) -> RewardOutcome:
     from scorer.equivalence import hedged
 
@@ -150,7 +155,7 @@ def _judge(
         return RewardOutcome(cfg.wrong_reward, "incorrect", found.shown(), False, [Reason.HEDGED])
     if pred is None:
         return RewardOutcome(cfg.wrong_reward, "no_answer", None, False, [Reason.NO_BOX])
-    verdict = _check(pred, gold, verify, timeout)
+    verdict = _check(pred, gold, verify, timeout, question)
     pred = found.shown() or pred
     reasons = [verdict.reason]
     if verdict.correct:
@@ -182,6 +187,7 @@ def score_binary(
     *,
     verify: VerifyFn,
     timeout: float = DEFAULT_TIMEOUT,
+    question: str | None = None,
 ) -> RewardOutcome:
     """``binary``: the last run of boxes of the answer region (after the last ``</think>``;
     the whole text when it has no think tag; see :mod:`scorer.answer`), else, unless
@@ -189,7 +195,8 @@ def score_binary(
     ``correct_reward``, anything else -> ``wrong_reward``. ``tool_bonus`` (0 by default) is
     added to a right answer when a tool call anywhere was answered."""
     found = find_answer(text, fallback=cfg.answer_fallback)
-    return _judge(found, gold, cfg, verify, timeout, bonus=_answered_call(mask_tool_blocks(text)))
+    bonus = _answered_call(mask_tool_blocks(text))
+    return _judge(found, gold, cfg, verify, timeout, bonus, question)
 
 
 def score_interleaved(
@@ -199,6 +206,7 @@ def score_interleaved(
     *,
     verify: VerifyFn,
     timeout: float = DEFAULT_TIMEOUT,
+    question: str | None = None,
 ) -> RewardOutcome:
     """``interleaved``: the seed environment's rules, in order.
 
@@ -225,7 +233,7 @@ def score_interleaved(
             cfg.format_reward, "format_error", None, False, [Reason.TOOL_TAG_AFTER_THINK]
         )
     found = find_answer(text, first=True, fallback=cfg.answer_fallback)
-    return _judge(found, gold, cfg, verify, timeout, bonus=_answered_call(head))
+    return _judge(found, gold, cfg, verify, timeout, _answered_call(head), question)
 
 
 def score_text(
@@ -235,16 +243,18 @@ def score_text(
     *,
     verify: VerifyFn | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    question: str | None = None,
 ) -> RewardOutcome:
     """Apply ``cfg``'s preset to one assistant text. ``verify`` defaults to
-    :func:`scorer.equivalence.verify` (imported on first use: it pulls in sympy)."""
+    :func:`scorer.equivalence.verify` (imported on first use: it pulls in sympy).
+    ``question``, when given, is passed on to ``verify`` (the form it asks for is enforced)."""
     cfg = cfg or _DEFAULTS["binary"]
     if verify is None:
         from scorer.equivalence import verify as real_verify
 
         verify = real_verify
     scorer = score_interleaved if cfg.preset == "interleaved" else score_binary
-    return scorer(text, gold, cfg, verify=verify, timeout=timeout)
+    return scorer(text, gold, cfg, verify=verify, timeout=timeout, question=question)
 
 
 def describe(cfg: RewardConfig) -> dict[str, Any]:

@@ -73,6 +73,7 @@ class Trajectory:
     gold: Gold | list[Gold] | None = None
     group: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    question: str | None = None  # the record's ``question``: the form it asks for is enforced
 
 
 def _content_text(content: Any) -> str:
@@ -290,7 +291,9 @@ def parse_record(
         gold = clean_gold(answers[str(rid)])
     if gold is None:
         gold = find_gold(record)
-    return Trajectory(rid, fmt, rollouts, gold, group=fmt == "atropos_group")
+    question = record.get("question")
+    question = question if isinstance(question, str) and question.strip() else None
+    return Trajectory(rid, fmt, rollouts, gold, group=fmt == "atropos_group", question=question)
 
 
 def load_answers(lines: Iterable[str], *, source: str = "answers") -> dict[str, Any]:
