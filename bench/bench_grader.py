@@ -133,7 +133,7 @@ def run_math_verify(pairs: list[tuple[str, str]], repeat: int, pair_timeout: flo
 
 def run_boxed(pairs: list[tuple[str, str]], repeat: int) -> dict:
     t0 = time.perf_counter()
-    from scorer import equivalence, parse, sympy_pool
+    from scorer import answer, equivalence, parse, sympy_pool
     from scorer.equivalence import verify, warm_up
 
     import_time = time.perf_counter() - t0
@@ -153,7 +153,8 @@ def run_boxed(pairs: list[tuple[str, str]], repeat: int) -> dict:
         warm_up()
         for g, p in WARMUP_PAIRS:
             verify(p, g)
-        equivalence._prepare_cached.cache_clear()
+        equivalence._normalize_cached.cache_clear()
+        answer._find_cached.cache_clear()
         equivalence._parsed.cache_clear()
         parse.parse_answer.cache_clear()
         for gold, pred in pairs:
