@@ -5,6 +5,11 @@ Two rules matter for rewards: a ``\\boxed{...}`` is read with brace matching (th
 assistant wrote counts. Environments splice ``<tool_response>`` blocks (tool output) into the
 assistant turn, and ``<tool_call>`` blocks hold code, so both blocks' contents are masked before
 any answer or ``</think>`` is looked for: a program that prints ``\\boxed{5}`` is no answer.
+
+The building blocks live here (the box finder, the masks of tool output, hidden text and
+invisible characters, the answer region after ``</think>``); which answer counts is decided in
+one place, :func:`scorer.answer.find_answer`. :func:`extract_answer` reads a single box, for
+callers that want only that.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 Two entry points:
 
-* :func:`extract_final_answer` — a *light* final-answer extraction for inputs that are whole
-  sentences or solutions (graders' test suites pass those): last run of ``\\boxed{}``, else the
-  text after "final answer", else the last math segment / number. Real rollouts go through
-  ``scorer.extract`` first; this only makes ``verify`` robust to un-extracted text.
+* :func:`extract_final_answer` — the library's answer of a sentence or solution, as
+  :func:`scorer.answer.find_answer` finds it (the one answer finder of every path); the prose
+  helpers it relies on (:func:`answer_span`, :func:`looks_like_sentence`, :func:`takes_back`,
+  :func:`stated_boxes`) live here.
 * :func:`normalize_answer` — the pipeline in :data:`STEPS`; every step is a small pure function
   so the documentation can list them and tests can target them one by one.
 
