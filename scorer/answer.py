@@ -166,15 +166,17 @@ def _from_boxes(region: str, boxes: list[Box], *, first: bool, gold: bool) -> Fo
     contents = [b.content or "" for b in run]
     if gold:
         return Found(", ".join(contents), "box")
-    for join in run_joins:
-        if join != "and":
-            return Found(None, "box", hedge=f"boxes joined by {join}")
+    keys = {comparison_key(normalize_answer(b.content or "")) for b in boxes}
+    bad = next((join for join in run_joins if join != "and"), None)
+    if bad is not None and len({comparison_key(normalize_answer(c)) for c in contents}) == 1:
+        contents = contents[:1]  # the same box written twice (``\\boxed{7}\\quad\\boxed{7}``)
+    elif bad is not None:
+        return Found(None, "box", hedge=f"boxes joined by {bad}")
     if any(_BOX_INSIDE.search(c) for c in contents):
         return Found(None, "box", hedge="a box inside a box")
     contents = [_stated_in_box(c) for c in contents]
     if any(c is None for c in contents):
         return Found(None, "none")
-    keys = {comparison_key(normalize_answer(b.content or "")) for b in boxes}
     candidates = tuple(sorted(k for k in keys if k))
     stated = [c for c in contents if c is not None]
     if not any(c.strip() for c in stated):

@@ -270,6 +270,7 @@ CONTROLS: list[tuple[str, str]] = [
     ("\\boxed{x = 37}", "37"),
     ("\\boxed{\\text{The total is } 37}", "37"),
     ("\\boxed{37}. Indeed, \\boxed{37}.", "37"),
+    ("\\boxed{37}\\quad\\boxed{37}", "37"),  # the same box twice is one answer
     ("\\cancel{\\boxed{36}} so \\boxed{37}", "37"),
     ("<think><tool_response>36</tool_response></think> So \\boxed{37}", "37"),
     ("\\boxed{2} and \\boxed{3}", "2, 3"),
