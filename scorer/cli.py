@@ -251,6 +251,13 @@ def _build_parser() -> argparse.ArgumentParser:
         ),
     ):
         grade.add_argument(flag, type=float, default=None, metavar="X", help=f"reward for {what}")
+    grade.add_argument(
+        "--answer-fallback",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="without a box, read a final-answer phrase or the last expression "
+        "(default: on for binary, off for interleaved)",
+    )
 
     openenv = sub.add_parser("openenv", help="summarise OpenEnv episode logs per task")
     _add_io_args(openenv)
@@ -407,7 +414,7 @@ def _run_grade(
         "timeout_reward": args.timeout_reward,
     }
     try:
-        rewards = reward_config(args.preset, **overrides)
+        rewards = reward_config(args.preset, answer_fallback=args.answer_fallback, **overrides)
     except ValueError as e:
         raise CliError(str(e)) from None
     if not args.timeout > 0:

@@ -56,8 +56,12 @@ _DEFAULTS: dict[str, RewardConfig] = {
 }
 
 
-def reward_config(preset: str = "binary", **overrides: float | None) -> RewardConfig:
-    """The preset's default rewards with the non-``None`` ``overrides`` applied.
+def reward_config(
+    preset: str = "binary", *, answer_fallback: bool | None = None, **overrides: float | None
+) -> RewardConfig:
+    """The preset's default rewards with the non-``None`` ``overrides`` applied;
+    ``answer_fallback`` (when given) turns the no-box fallback of :mod:`scorer.answer` on or
+    off (default: on for ``binary``, off for ``interleaved``).
 
     Raises ``ValueError`` for an unknown preset or override name, or a non-finite value.
     """
@@ -75,7 +79,8 @@ def reward_config(preset: str = "binary", **overrides: float | None) -> RewardCo
         if value in (float("inf"), float("-inf")):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
         changes[name] = float(value)
-    return replace(_DEFAULTS[preset], **changes)
+    cfg = replace(_DEFAULTS[preset], **changes)
+    return cfg if answer_fallback is None else replace(cfg, answer_fallback=bool(answer_fallback))
 
 
 @dataclass
@@ -266,4 +271,5 @@ def describe(cfg: RewardConfig) -> dict[str, Any]:
         "format_reward": cfg.format_reward,
         "tool_bonus": cfg.tool_bonus,
         "timeout_reward": cfg.timeout_reward,
+        "answer_fallback": cfg.answer_fallback,
     }

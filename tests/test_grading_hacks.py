@@ -304,8 +304,8 @@ def test_harmless_controls_are_paid(text: str, gold: str) -> None:
 @pytest.mark.parametrize(("text", "gold"), FALLBACK_CONTROLS)
 def test_answers_without_a_box_are_paid_by_binary_and_verify(text: str, gold: str) -> None:
     paid(text, gold, interleaved=False)
-    off = reward_config("binary")
-    from dataclasses import replace
-
-    assert score_text(text, gold, replace(off, answer_fallback=False)).status == "no_answer"
+    off = reward_config("binary", answer_fallback=False)
+    assert score_text(text, gold, off).status == "no_answer"
     assert score_text("<think>x</think>" + text, gold, INTERLEAVED).status == "no_answer"
+    on = reward_config("interleaved", answer_fallback=True)
+    assert score_text("<think>x</think>" + text, gold, on).correct

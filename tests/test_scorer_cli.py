@@ -557,3 +557,18 @@ def test_real_terminal_50_columns_wide(tmp_path: Path) -> None:
     assert ["errors", "1"] in [ln.split() for ln in final]
     assert final[-1].split() == ["masked", "1", "no", "reward"]  # the bad line has no reward
     assert not any("{" in ln or "lines" in ln for ln in final)  # no row, no bar left
+
+
+def test_answer_fallback_flag() -> None:
+    """Without a box, binary reads the final-answer phrase; --no-answer-fallback turns it off,
+    --answer-fallback turns it on for interleaved."""
+    record = '{"id": 1, "response": "<think>x</think> The final answer is 12.", "answer": "12"}\n'
+    statuses = {}
+    for flags in ((), ("--no-answer-fallback",), ("--preset", "interleaved", "--answer-fallback")):
+        proc = run("grade", "-", "-j", "1", "--json", *flags, stdin=record)
+        rows, s = split(proc.stdout)
+        statuses[flags] = rows[0]["status"]
+        assert s is not None and s["rewards"]["answer_fallback"] is (
+            "--no-answer-fallback" not in flags
+        )
+    assert list(statuses.values()) == ["correct", "no_answer", "correct"]
