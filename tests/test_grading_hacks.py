@@ -268,6 +268,7 @@ CONTROLS: list[tuple[str, str]] = [
     ("So the answer is $\\boxed{37}$.", "37"),
     ("\\boxed{37 \\text{ apples}}", "37"),
     ("\\boxed{x = 37}", "37"),
+    ("\\boxed{x = 30 + 7 = 37}", "37"),  # a chain of forms states its last value
     ("\\boxed{\\text{The total is } 37}", "37"),
     ("\\boxed{37}. Indeed, \\boxed{37}.", "37"),
     ("\\boxed{37}\\quad\\boxed{37}", "37"),  # the same box twice is one answer
