@@ -77,8 +77,6 @@ class Found:
         content is passed as it is."""
         if self.answer is None:
             return None
-        from scorer.normalize import looks_like_sentence
-
         parts = self.answer.split(f" {SEQ_SEP} ")
         if self.source != "box" or (len(parts) == 1 and not looks_like_sentence(self.answer)):
             return self.answer
@@ -111,9 +109,27 @@ def _find(text: str, first: bool, fallback: bool, gold: bool) -> Found:
     boxes = stated_boxes(region)
     if boxes:
         return _from_boxes(region, boxes, first=first, gold=gold)
+    if gold:
+        return _gold_without_box(region)
     if not fallback:
         return Found(None, "none")
     return _without_box(region)
+
+
+def _gold_without_box(region: str) -> Found:
+    """A reference answer without a box: after its last final-answer phrase, else its last
+    math segment or number when it is prose, else the text itself. A gold is trusted: no
+    doubt or length rule applies (those guard against what a model writes)."""
+    phrases = list(_ANSWER_PHRASE.finditer(region))
+    if phrases:
+        seg = region[phrases[-1].end() :]
+        end = _PHRASE_END.search(seg)
+        seg = seg[: end.start()] if end is not None and end.start() > 0 else seg
+        seg = seg.strip().strip('"').replace('\\"', "")
+        if seg:
+            return Found(answer_from_segment(seg), "phrase")
+    answer = answer_from_segment(region)
+    return Found(answer, "expression") if answer.strip() else Found(None, "none")
 
 
 _find_cached = lru_cache(maxsize=8192)(_find)
