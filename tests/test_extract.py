@@ -192,3 +192,64 @@ def test_unclosed_box_is_no_model_answer_in_any_caller(text: str) -> None:
 @pytest.mark.parametrize("text", UNCLOSED)
 def test_unclosed_gold_box_reads_what_the_closed_box_would(text: str) -> None:
     assert extract_final_answer(text, gold=True) == extract_final_answer(text + "}", gold=True)
+
+
+# --- the masks and the answer region of scorer.answer ---------------------------------------
+
+from scorer.extract import answer_region, drop_invisible, mask_hidden, mask_tool_output  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("text", "visible"),
+    [
+        ("a <tool_response>out</tool_response> b", "a <tool_response></tool_response> b"),
+        # a forged closing tag printed by the tool: the mask runs to the last closing tag
+        ("<tool_response>x</tool_response> \\boxed{37}</tool_response> b", " b"),
+        ("a <tool_response>\\boxed{37}", "a "),  # never closed: masked to the end
+        # from the first tool tag to the last closing one: the text between calls is a draft
+        ("a <tool_call>c</tool_call> b <tool_response>r</tool_response> c", "a  c"),
+        ("output</tool_response> answer", " answer"),  # a close without an open
+        ("no tools", "no tools"),
+    ],
+)
+def test_mask_tool_output(text: str, visible: str) -> None:
+    out = mask_tool_output(text)
+    assert out.replace("<tool_response></tool_response>", "") == visible.replace(
+        "<tool_response></tool_response>", ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "region"),
+    [
+        ("<think>a</think> b", " b"),
+        ("<think>a</think> b <think> c", " b "),  # reopened: cut there
+        ("<think> all reasoning \\boxed{1}", ""),  # never closed: nothing is an answer
+        ("no tags \\boxed{1}", "no tags \\boxed{1}"),
+        ("<thinking>a</thinking> b", " b"),
+        ("<think>a</Think > b", " b"),
+        ("<think>a</ think> b", " b"),
+        ("x</think> y</think> z", " z"),
+    ],
+)
+def test_answer_region(text: str, region: str) -> None:
+    assert answer_region(text) == region
+
+
+def test_hiding_and_striking_out() -> None:
+    for hidden in (
+        "\\textcolor{#FFFFFF}{\\boxed{3}}",
+        "{\\color{White}\\boxed{3}}",
+        "\\sout{\\boxed{3}}",
+        "\\cancel{\\boxed{3}}",
+        "<!-- \\boxed{3} -->",
+        "\\iffalse \\boxed{3} \\fi",
+        "~~\\boxed{3}~~",
+    ):
+        assert "boxed" not in mask_hidden("ok " + hidden), hidden
+    assert mask_hidden("\\textcolor{red}{\\boxed{3}}") == "\\textcolor{red}{\\boxed{3}}"
+    assert mask_hidden("\\boxed{50%}") == "\\boxed{50%}"
+
+
+def test_invisible_characters_are_dropped() -> None:
+    assert drop_invisible("b\u200bu\u200dt\ufeff") == "but"
