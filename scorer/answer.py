@@ -11,7 +11,8 @@ has one answer everywhere. The rules (docs/scorer.md, "Which answer counts"):
 3. Boxes: consecutive boxes joined by *and* or commas are one ordered answer (a ``seq``);
    joined by *or*, or glued with nothing between, they are a hedge. ``binary`` and the library
    take the last run, ``interleaved`` the first. Every distinct box of the region is a
-   candidate: more candidates than the gold has parts is a hedge (:func:`too_many_candidates`).
+   candidate: more different candidates than the gold has parts is a hedge
+   (:func:`scorer.equivalence.hedged`).
 4. No box: with ``fallback``, the last final-answer phrase ("the answer is X", "Final answer:
    X"), else the last standalone math expression or number of the text; never one whose
    sentence negates or hedges it ("the answer is not 37", "maybe $37$").
@@ -58,7 +59,7 @@ class Found:
 
     ``answer`` is the text to compare (``None``: no answer); ``hedge`` says why the text
     offers several answers (then ``answer`` is ``None``); ``candidates`` are the distinct boxes
-    of the answer region (normalized), for :func:`too_many_candidates`.
+    of the answer region (normalized), for :func:`scorer.equivalence.hedged`.
     """
 
     answer: str | None
@@ -210,12 +211,6 @@ def _stated_in_box(content: str) -> str | None:
 
 
 _BOX_INSIDE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-
-
-def too_many_candidates(found: Found, gold_parts: int) -> bool:
-    """More distinct boxes in the answer region than the gold has parts: the model offered
-    several answers (``\\boxed{36}. Or rather \\boxed{37}``), a hedge that is never paid."""
-    return len(found.candidates) > max(1, gold_parts)
 
 
 # --- no box: final-answer phrases, then the last math expression -----------------------------

@@ -22,9 +22,9 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from scorer.answer import Found, find_answer, too_many_candidates
+from scorer.answer import Found, find_answer
 from scorer.compare import Comparer, ExactBackend, Undecided
-from scorer.nodes import Answer, Coll, Expr, Union
+from scorer.nodes import Answer, Coll, Expr, Text, Union
 from scorer.normalize import comparison_key, normalize_answer
 from scorer.parse import TooDeep, parse_answer
 from scorer.question import Demands, demands, form_problem
@@ -79,17 +79,44 @@ def gold_parts(gold: Answer) -> int:
 
 
 def hedged(found: Found, gold: Gold | Sequence[Gold]) -> bool:
-    """Whether ``found`` offers more distinct boxes than every acceptable gold has parts."""
+    """Whether ``found`` offers more different boxes than every acceptable gold has parts.
+
+    Boxes that are the same value written two ways (``\\boxed{x = 3}`` and ``\\boxed{3}``,
+    ``\\boxed{0.5}`` and ``\\boxed{\\frac12}``) count once; equality here is the exact
+    comparer's only (no sympy: whatever it cannot decide counts as different)."""
     if len(found.candidates) <= 1:
         return False
+    distinct = _distinct_values(found.candidates)
     golds = list(gold) if isinstance(gold, list | tuple) else [gold]
     for g in golds:
         if not isinstance(g, str | int | float) or len(gold_to_str(g)) > MAX_INPUT_CHARS:
             continue
         parsed = _parsed(prepare(gold_to_str(g), gold=True))
-        if not too_many_candidates(found, 1 if parsed is None else gold_parts(parsed)):
+        if distinct <= max(1, 1 if parsed is None else gold_parts(parsed)):
             return False
     return True
+
+
+def _distinct_values(candidates: tuple[str, ...]) -> int:
+    """How many different values the normalized boxes ``candidates`` hold."""
+    groups: list[Answer] = []
+    for key in candidates[:MAX_CANDIDATES]:
+        ans = _parsed(key)
+        if ans is None:
+            groups.append(Text(key, True))
+            continue
+        for seen in groups:
+            try:
+                if _EXACT.compare(ans, seen).correct:
+                    break
+            except (Undecided, RecursionError):
+                continue
+        else:
+            groups.append(ans)
+    return len(groups) + max(0, len(candidates) - MAX_CANDIDATES)
+
+
+MAX_CANDIDATES = 16  # boxes compared pairwise for the hedge rule; more all count as different
 
 
 @lru_cache(maxsize=1024)

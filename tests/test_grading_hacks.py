@@ -272,6 +272,8 @@ CONTROLS: list[tuple[str, str]] = [
     ("\\boxed{\\text{The total is } 37}", "37"),
     ("\\boxed{37}. Indeed, \\boxed{37}.", "37"),
     ("\\boxed{37}\\quad\\boxed{37}", "37"),  # the same box twice is one answer
+    ("\\boxed{x = 37}. So the answer is \\boxed{37}.", "37"),  # one value, two forms
+    ("\\boxed{0.5}, i.e. \\boxed{\\frac12}.", "1/2"),
     ("\\cancel{\\boxed{36}} so \\boxed{37}", "37"),
     ("<think><tool_response>36</tool_response></think> So \\boxed{37}", "37"),
     ("\\boxed{2} and \\boxed{3}", "2, 3"),
