@@ -119,6 +119,13 @@ class ExactBackend:
             return True
         raise Undecided
 
+    def same_family(self, p: Ast, g: Ast) -> bool:
+        """Whether two families of values in the integer parameter ``k`` are the same set
+        (:func:`_family_pair`); needs algebra, so only sympy decides."""
+        if canonical(p) == canonical(g):
+            return False  # equal as written: the ordinary rules say so
+        raise Undecided
+
     def solve_relation(self, rel: Rel) -> Answer | None:
         raise Undecided
 
@@ -350,6 +357,8 @@ class Comparer:
             return self._sets(p, g)
         if isinstance(p, Coll) or isinstance(g, Coll):
             return self._colls(p, g)
+        if _family_pair(p, g) and self.be.same_family(cast(Expr, p).node, cast(Expr, g).node):
+            return _equal(Reason.SYMBOLIC_EQUAL, "the same family of values")
         return self.values(cast(Expr, p).node, cast(Expr, g).node)
 
     # -- leaves
@@ -825,6 +834,22 @@ def _rename(node: Ast, var: str) -> Ast:
     if isinstance(node, SympyValue):
         return node
     return cast(Ast, rebuild(node, lambda c: _rename(cast(Ast, c), var)))
+
+
+FAMILY_PARAMETER = "k"
+
+
+def _family_pair(p: Answer, g: Answer) -> bool:
+    """Two expressions in pi and the parameter ``k`` alone (``\\frac{\\pi}{6} + 2k\\pi``):
+    families of values over the integers (normalization spells the parameter ``k``), equal as
+    sets when one is the other shifted by a whole number of periods."""
+    return (
+        isinstance(p, Expr)
+        and isinstance(g, Expr)
+        and free_symbols(p.node) == free_symbols(g.node) == {FAMILY_PARAMETER}
+        and contains(p.node, (Const,))
+        and contains(g.node, (Const,))
+    )
 
 
 def _function_value(label: Answer) -> bool:

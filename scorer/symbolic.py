@@ -24,7 +24,15 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from scorer import nodes
-from scorer.compare import Component, ExactBackend, Named, Point, Span, Undecided
+from scorer.compare import (
+    FAMILY_PARAMETER,
+    Component,
+    ExactBackend,
+    Named,
+    Point,
+    Span,
+    Undecided,
+)
 from scorer.exact import MIN_SIG_FIGS, decimal_literal, rounds_to
 from scorer.parse import contains
 from scorer.verdict import Reason, Verdict
@@ -260,6 +268,29 @@ def _branchy(expr) -> bool:
 
 class SympyBackend(ExactBackend):
     """Leaf decisions with sympy; never raises :class:`Undecided`."""
+
+    def same_family(self, p: nodes.Ast, g: nodes.Ast) -> bool:
+        """``a(k)`` and ``b(k)``, both linear in the integer ``k`` with the same step up to
+        sign, and ``a(k) - b(±k)`` a whole number of steps: the same set of values
+        (``\\frac{\\pi}{6} + 2k\\pi`` = ``\\frac{13\\pi}{6} + 2k\\pi`` =
+        ``\\frac{\\pi}{6} - 2k\\pi``)."""
+        k = sp.Symbol(FAMILY_PARAMETER)
+        try:
+            a, b = to_sympy(p), to_sympy(g)
+            if not (a.has(sp.pi) and b.has(sp.pi)):
+                return False
+            step, other = sp.diff(a, k), sp.diff(b, k)
+            if step.free_symbols or other.free_symbols or step == 0:
+                return False
+            for sign in (1, -1):
+                if sp.simplify(step - sign * other) != 0:
+                    continue
+                shift = sp.simplify((a - b.subs(k, sign * k)) / step)
+                if not shift.free_symbols and shift.is_integer:
+                    return True
+        except (TypeError, ValueError, ArithmeticError, RecursionError, NotImplementedError):
+            return False
+        return False
 
     def values_equal(self, p: nodes.Ast, g: nodes.Ast) -> Verdict:
         try:

@@ -45,6 +45,24 @@ CLASSES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
             ("x = k\\pi + n", "x = m\\pi + n"),  # two letters: no parameter renamed
         ],
     ),
+    "families-with-other-representatives": (
+        [
+            ("\\frac{\\pi}{6} + 2k\\pi", "\\frac{13\\pi}{6} + 2k\\pi"),
+            ("x = \\frac{\\pi}{6} + 2n\\pi", "x = \\frac{13\\pi}{6} + 2k\\pi"),
+            ("\\frac{\\pi}{6} - 2k\\pi", "\\frac{\\pi}{6} + 2k\\pi"),
+            ("\\frac{\\pi}{6} + k\\pi", "\\frac{7\\pi}{6} + k\\pi"),
+            (
+                "\\pm\\frac{\\pi}{3} + 2k\\pi",
+                "\\frac{\\pi}{3} + 2k\\pi, \\frac{5\\pi}{3} + 2k\\pi",
+            ),
+        ],
+        [
+            ("\\frac{\\pi}{6} + 2k\\pi", "\\frac{7\\pi}{6} + 2k\\pi"),  # half a period
+            ("\\frac{\\pi}{6} + 2k\\pi", "\\frac{\\pi}{6} + k\\pi"),  # another step
+            ("k^2 + \\pi", "k^2 + 2\\pi"),  # not linear in k
+            ("k + 1", "k"),  # no pi: k is no family parameter
+        ],
+    ),
     "degrees-minutes-seconds": (
         [
             ("30^\\circ 15'", "30.25^\\circ"),
