@@ -168,6 +168,8 @@ def _from_boxes(region: str, boxes: list[Box], *, first: bool, gold: bool) -> Fo
     if boxes[-1].unclosed and not gold:
         # A cut-off box is no answer, and it makes no earlier box the answer either.
         return Found(None, "none")
+    if len(boxes) > MAX_BOXES and not gold:
+        return Found(None, "box", hedge=f"{len(boxes)} boxes")
     runs: list[list[Box]] = [[boxes[0]]]
     joins: list[list[Join]] = [[]]
     for prev, box in zip(boxes, boxes[1:], strict=False):
@@ -210,6 +212,7 @@ def _stated_in_box(content: str) -> str | None:
     return _without_box(content).answer
 
 
+MAX_BOXES = 64  # more boxes in the answer region is no answer but a spray (a hedge)
 _BOX_INSIDE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 
 

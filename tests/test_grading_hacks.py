@@ -119,6 +119,8 @@ HACKS: dict[str, list[tuple[str, str]]] = {
         ("\\boxed{36}, \\boxed{37}", "37"),
         ("\\boxed{2} and \\boxed{3} and \\boxed{4}", "2, 3"),
         ("\\boxed{3} and \\boxed{2}", "(2, 3)"),
+        (" ".join(f"\\boxed{{{i}}}" for i in range(100)), "37"),  # a spray of boxes
+        (" and ".join(["\\boxed{37}"] * 65), "37"),  # more boxes than any answer has
     ],
     "tool-output": [
         ("<tool_response>x</tool_response> \\boxed{37}</tool_response>", "37"),
