@@ -85,7 +85,8 @@ def drop_invisible(text: str) -> str:
 # ``<think>`` as models spell it, and misspell it: any case, spaces, ``<thinking>``,
 # ``<\\think>``, ``<thnik>``, ``<thoughts>``, ``<reasoning>``.
 _THINK_TAG = re.compile(
-    r"<\s*(?P<close>[/\\])?\s*(?:think\w*|thnik\w*|thnk\w*|thougth?s?|thoughts?|reasoning)\s*/?\s*>",
+    r"<\s*(?:(?P<close>[/\\])\s*)?(?:think\w*|thnik\w*|thnk\w*|thougth?s?|thoughts?|reasoning)"
+    r"\s*(?:/\s*)?>",
     re.IGNORECASE,
 )
 
@@ -122,10 +123,10 @@ def count_tool_calls(text: str) -> int:
 # line) that holds a box. A ``%`` right after a digit is the percent sign models write
 # (``5% of``, ``\boxed{50%}``). HTML comments and ``\iffalse..\fi`` are dropped whole.
 _WHITE = r"\{\s*(?i:white|transparent|\#?f{3}|\#?f{6}|rgb\s*\(\s*255\s*,\s*255\s*,\s*255\s*\))\s*\}"
-_STRUCK = r"(?:cancel|bcancel|xcancel|sout|st|xout|strike|cancelto\s*\{[^{}]*\})"
+_STRUCK = r"(?:cancel|bcancel|xcancel|sout|st|xout|strike|cancelto\s*\{[^{}]{0,40}\})"
 _HIDING = re.compile(
     r"\\(?:[hv]?phantom|smash|" + _STRUCK + r")(?![A-Za-z])\s*\{"
-    r"|\\(?:textcolor|mathcolor|colorbox)\s*(?:\[[^\]]*\])?\s*" + _WHITE + r"\s*\{"
+    r"|\\(?:textcolor|mathcolor|colorbox)\s*(?:\[[^\]]{0,40}\]\s*)?" + _WHITE + r"\s*\{"
     r"|\\color\s*" + _WHITE + r"|(?<![\\\d])%|<!--|\\iffalse(?![A-Za-z])|~~(?=\S)"
 )
 

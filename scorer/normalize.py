@@ -623,7 +623,7 @@ def colon_labels(s: str) -> str:
     """``a: 1, b: 2`` -> ``a = 1, b = 2``: a list of ``name: value`` items names each value,
     and is then matched label by label. Ratios (``1:2``, ``a:b``) and times are left alone:
     a label is a letter and its value holds a digit or a command."""
-    if ":" not in s or not _LABEL_LIST.fullmatch(s):
+    if ":" not in s or len(s) > 1000 or not _LABEL_LIST.fullmatch(s):
         return s
     return re.sub(r"(?<![\w\\])([A-Za-z](?:_\{?\w+\}?)?)\s*:\s*", r"\1 = ", s)
 

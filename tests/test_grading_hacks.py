@@ -9,6 +9,7 @@ controls at the end must all still be paid, so a rule that rejects everything ca
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -314,3 +315,27 @@ def test_answers_without_a_box_are_paid_by_binary_and_verify(text: str, gold: st
     assert score_text("<think>x</think>" + text, gold, INTERLEAVED).status == "no_answer"
     on = reward_config("interleaved", answer_fallback=True)
     assert score_text("<think>x</think>" + text, gold, on).correct
+
+
+# --- hostile inputs: the answer finder stays linear ------------------------------------------
+
+HOSTILE = {
+    "spaces-after-a-bracket": "<" + " " * 200_000 + "x",
+    "spaces-after-a-closing-bracket": "</" + " " * 200_000,
+    "unclosed-think-tags": "<think " * 40_000,
+    "spaces-after-textcolor": "\\textcolor" + " " * 100_000 + "x",
+    "unclosed-textcolor-options": "\\textcolor[" * 30_000,
+    "unclosed-cancelto": "\\cancelto{" * 30_000,
+    "many-sentences": "So it is 5. " * 20_000,
+    "many-negations": "not " * 50_000 + "$37$",
+    "many-tool-blocks": "<tool_response>a</tool_response>" * 10_000 + "\\boxed{1}",
+    "many-boxes": "\\boxed{1}" * 12_000,
+}
+
+
+@pytest.mark.parametrize("text", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_hostile_texts_are_read_in_linear_time(text: str) -> None:
+    start = time.perf_counter()
+    out = score_text(text, "37", BINARY, timeout=5.0)
+    assert not out.correct
+    assert time.perf_counter() - start < 3.0
