@@ -537,8 +537,8 @@ def canonical_commands(s: str) -> str:
 
 
 _REPEATING = re.compile(
-    r"(?<![\d.])(?P<int>\d*)\.(?P<fixed>\d*)\\(?:overline|dot|bar)\s*\{(?P<rep>\d{1,12})\}"
-    r"|(?<![\d.])(?P<int2>\d*)\.(?P<fixed2>\d*)\((?P<rep2>\d{1,12})\)(?![\d(])"
+    r"(?<![\d.])(?P<int>\d{0,30})\.(?P<fixed>\d{0,30})\\(?:overline|dot|bar)\s*\{(?P<rep>\d{1,12})\}"
+    r"|(?<![\d.])(?P<int2>\d{0,30})\.(?P<fixed2>\d{0,30})\((?P<rep2>\d{1,12})\)(?![\d(])"
 )
 
 
@@ -629,7 +629,7 @@ def colon_labels(s: str) -> str:
 
 
 _DMS = re.compile(
-    r"(?P<d>\d+(?:\.\d+)?)\s*\^\\circ\s*(?P<m>\d+(?:\.\d+)?)\s*(?:'|\^\s*\{?\s*\\prime\s*\}?)"
+    r"(?<![\d.])(?P<d>\d+(?:\.\d+)?)\s*\^\\circ\s*(?P<m>\d+(?:\.\d+)?)\s*(?:'|\^\s*\{?\s*\\prime\s*\}?)"
     r"(?:\s*(?P<s>\d+(?:\.\d+)?)\s*(?:''|\"|\^\s*\{?\s*\\prime\s*\\prime\s*\}?))?"
 )
 

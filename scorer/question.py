@@ -27,7 +27,9 @@ _ORDER = re.compile(
 _INTEGER = re.compile(r"(?i)nearest\s+(?:integer|whole\s+number)|as\s+an\s+integer")
 _UNIT_ASKED = re.compile(r"(?i)\bin\s+(?:units\s+of\s+)?(?P<unit>[a-z]+(?:\s*/\s*[a-z]+)?)\b")
 
-_REDUCED = re.compile(r"-?(?:\\frac\{(?P<n>\d+)\}\{(?P<d>\d+)\}|(?P<n2>\d+)\s*/\s*(?P<d2>\d+))")
+_REDUCED = re.compile(
+    r"-?(?:\\frac\{(?P<n>\d{1,400})\}\{(?P<d>\d{1,400})\}|(?P<n2>\d{1,400})\s*/\s*(?P<d2>\d{1,400}))"
+)
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 

@@ -339,3 +339,20 @@ def test_hostile_texts_are_read_in_linear_time(text: str) -> None:
     out = score_text(text, "37", BINARY, timeout=5.0)
     assert not out.correct
     assert time.perf_counter() - start < 3.0
+
+
+@pytest.mark.parametrize(
+    ("pred", "question"),
+    [
+        ("5" * 9000 + ".5\\overline{3}", None),  # a repeating decimal too long to convert
+        ("0." + "1" * 40 + "\\overline{3}", None),
+        ("1" * 4500 + "/" + "3" * 4500, "Express your answer as a common fraction."),
+        ("\\frac{" + "1" * 5000 + "}{3}", "Express your answer as a common fraction."),
+        ("1" * 9000 + "'", None),  # minutes of arc after a long number
+    ],
+)
+def test_huge_numbers_in_new_rules_never_raise(pred: str, question: str | None) -> None:
+    start = time.perf_counter()
+    v = verify(pred, "1/6", question=question)
+    assert not v.correct and v.reason != "timeout"
+    assert time.perf_counter() - start < 3.0
