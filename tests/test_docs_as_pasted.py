@@ -145,6 +145,7 @@ EXEMPT = (
     Exempt("docs/ray.md", "python bench/bench_ray.py", BENCH),
     Exempt("docs/bench-old-server.md", "python bench/bench_vs_old_server.py --quick", BENCH),
     Exempt("docs/scorer.md", "python bench/bench_grader.py", BENCH),
+    Exempt("docs/failures.md", "python bench/bench_chaos.py", BENCH),
     Exempt(
         "docs/scorer.md",
         "python bench/mv_convert.py --from-mirrors DIR",
