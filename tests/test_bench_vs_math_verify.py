@@ -188,21 +188,22 @@ ROWS = [
     ("\\frac{1}{2}", "0.5", "pair"),
     ("7", "8", "pair"),
     ("7", "3 + 4 is $\\boxed{7}$.", "solution"),
-    ("7", "3 + 4 = 7\nA: 7", "solution"),  # no box: the binary preset finds no answer
+    ("7", "3 + 4 = 7\nA: 7", "solution"),  # no box: the binary preset's final-answer phrase
+    ("7", "I could not finish this one.", "solution"),  # nothing that reads as an answer
 ]
 
 
 def test_boxed_grades_pairs_with_verify_and_solutions_through_the_reward_path() -> None:
     out = bench.run_boxed(ROWS)
-    assert out.accepted == [True, False, True, False]
-    assert out.decided == [True] * 4
-    assert out.extracted == ["0.5", "8", "7", None]
-    assert out.detail[3].startswith("no_answer")
+    assert out.accepted == [True, False, True, True, False]
+    assert out.decided == [True] * 5
+    assert out.extracted == ["0.5", "8", "7", "7", None]
+    assert out.detail[4].startswith("no_answer")
     assert all(t > 0 for t in out.times)
 
 
 def test_math_verify_runs_in_a_child_on_the_same_rows() -> None:
     pytest.importorskip("math_verify")
     out = bench.run_math_verify(ROWS, row_timeout=30.0)
-    assert out.accepted == [True, False, True, True]  # its default extraction reads "A: 7"
-    assert out.decided == [True] * 4
+    assert out.accepted == [True, False, True, True, False]  # its extraction reads "A: 7"
+    assert out.decided == [True] * 5
