@@ -267,12 +267,11 @@ def test_a_drain_with_every_writer_gone_ends_at_once_and_finds_no_stray() -> Non
 PROVE_THE_DROP = """
 import sys
 from exec_server.guest import zygote
-config = {"uid": 10001, "gid": 10001}
-zygote.prove_the_drop(config)  # a plain drop from root: no capability left
+zygote.prove_the_drop(10001, 10001)  # a plain drop from root: no capability left
 PR_SET_KEEPCAPS = 8
 assert zygote.libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == 0
 try:
-    zygote.prove_the_drop(config)  # keep-caps: the drop leaves the permitted set
+    zygote.prove_the_drop(10001, 10001)  # keep-caps: the drop leaves the permitted set
 except RuntimeError as exc:
     print("refused:", exc)
 """

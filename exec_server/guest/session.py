@@ -26,7 +26,6 @@ limit, the exit status of an interpreter that ended and the OOM kill come from t
 """
 
 import io
-import json
 import os
 import resource
 import select
@@ -44,6 +43,9 @@ from .protocol import (
     OUTPUT,
     READY_MARKER,
     RESULT,
+    Anomaly,
+    RunReport,
+    RunRequest,
     frame,
 )
 
@@ -65,8 +67,7 @@ def _interpreter_main(sock, out_w, err_w, config):
         zygote.interpreter_defaults(config)  # no zygote made this one
         zygote.enter_sandbox(config)
         zygote.check_no_capabilities()  # no zygote proved the drop for this process
-        session = config["session"]
-        limits = {"cpu": session["cpu_budget"], "memory_mb": session["memory_mb"]}
+        limits = {"cpu": config.session.cpu_budget, "memory_mb": config.session.memory_mb}
         zygote.set_request_limits(limits, config)
         channel = socket.socket(fileno=3)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before code
@@ -116,8 +117,9 @@ class _Interpreter:
 
     def __init__(self, config, exits, counters):
         self.exits, self.counters = exits, counters  # the supervisor's SIGCHLD pipe, cgroup files
-        self.uid = int(config["uid"])
-        self.cap = int(config["output_cap"])
+        self.uid = config.uid
+        self.cap = config.output_cap
+        self.cpus = config.cpus  # the container's CPU quota: CPU time grows at most this fast
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
         self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -201,8 +203,7 @@ class _Interpreter:
 
     def call(self, header, body_fd):
         """Run one call; the RESULT report (the output frames are already sent)."""
-        wall, cpu_limit = float(header["wall"]), float(header["cpu"])
-        cpus = float(header.get("cpus", 1.0))
+        wall, cpu_limit, cpus = header.wall, header.cpu, self.cpus
         sent = {OUTPUT: 0, ERRORS: 0}
         kinds = {self.out_r: OUTPUT, self.err_r: ERRORS}
         counters, exits = self.counters, self.exits
@@ -279,19 +280,19 @@ class _Interpreter:
                 supervisor._kill_all(self.uid)
                 self.ended = True
         oom_after = counters.oom_kills()
-        return {
-            "exit_code": exit_code,
-            "signal": signum,
-            "killed_for": killed_for,
-            "started": True,
-            "memory_error": bool(well_formed and report[1]),
-            "oom_killed": oom_before is not None and (oom_after or 0) > oom_before,
-            "duration_ms": round(duration_ms, 2),
-            "cpu_ms": round(cpu_seconds * 1000, 1),
-            "max_rss_kb": max_rss_kb,
-            "strays": strays,
-            "ended": self.ended,
-        }
+        return RunReport(
+            exit_code=exit_code,
+            signal=signum,
+            killed_for=killed_for,
+            started=True,
+            memory_error=bool(well_formed and report[1]),
+            oom_killed=oom_before is not None and (oom_after or 0) > oom_before,
+            duration_ms=round(duration_ms, 2),
+            cpu_ms=round(cpu_seconds * 1000, 1),
+            max_rss_kb=max_rss_kb,
+            strays=strays,
+            ended=self.ended,
+        )
 
     def _end(self):
         """Kill the interpreter (its group first) and everything else of the sandbox uid."""
@@ -326,18 +327,18 @@ def main(config):
         size = supervisor._read_exact(4)
         if size is None:
             break
-        header = json.loads(supervisor._read_exact(int.from_bytes(size, "big")))
+        header = RunRequest.from_json(supervisor._read_exact(int.from_bytes(size, "big")))
         body_fd = os.memfd_create("boxed-call", os.MFD_CLOEXEC)
         try:
-            supervisor._receive_body(body_fd, int(header["size"]))
+            supervisor._receive_body(body_fd, header.size)
             if interpreter.ended:
-                report = {"anomaly": "the session's interpreter has ended"}
+                report = Anomaly("the session's interpreter has ended")
             else:
-                report = interpreter.call(dict(header, cpus=config["cpus"]), body_fd)
+                report = interpreter.call(header, body_fd)
         except Exception as exc:  # noqa: BLE001 - tell the host, which gives the session up
-            report = {"anomaly": f"session supervisor failed: {exc!r}"}
+            report = Anomaly(f"session supervisor failed: {exc!r}")
         finally:
             os.close(body_fd)
-        supervisor._send(RESULT, json.dumps(report).encode())
+        supervisor._send(RESULT, report.to_json())
     if not interpreter.ended:
         interpreter._end()

@@ -41,6 +41,7 @@ refuses ``PR_SET_CHILD_SUBREAPER``), and its death ends every process in the con
 """
 
 import ctypes
+import dataclasses
 import errno
 import functools
 import gc
@@ -69,6 +70,12 @@ from .protocol import (
     REPORT_MEMORY_ERROR,
     REPORT_STARTED,
     RESULT,
+    Anomaly,
+    CleanupVerdict,
+    RunReport,
+    RunRequest,
+    Skipped,
+    ZygoteLink,
     frame,
 )
 
@@ -200,10 +207,15 @@ def _zygote_command(config, heavy, sock_fd):
     options = sys.orig_argv[1 : sys.orig_argv.index("-c")]
     sources = sys.modules["boxed_guest"].sources
     modules = {name: sources[name] for name in ZYGOTE_MODULES}
-    own = {key: value for key, value in config.items() if key not in ("socket", "bootstrap")}
-    own.update(program="zygote", zygote={"socket": sock_fd, "report": _report_fd, "heavy": heavy})
-    arguments = [json.dumps(modules), json.dumps(own)]
-    return [sys.executable, *options, "-c", config["bootstrap"], *arguments]
+    own = dataclasses.replace(
+        config,
+        program="zygote",
+        socket=None,
+        bootstrap=None,
+        zygote=ZygoteLink(socket=sock_fd, report=_report_fd, heavy=heavy),
+    )
+    arguments = [json.dumps(modules), json.dumps(own.to_wire())]
+    return [sys.executable, *options, "-c", config.bootstrap, *arguments]
 
 
 class _Zygote:
@@ -736,12 +748,12 @@ class _ChildExits:
 
 
 def _serve_one(header, child, config, counters):
-    _receive_body(child.body_fd, int(header["size"]))
-    uid = int(config["uid"])
-    wall, cpu_limit = float(header["wall"]), float(header["cpu"])
-    cpus = float(config["cpus"])  # the container's CPU quota: CPU time grows at most this fast
+    _receive_body(child.body_fd, header.size)
+    uid = config.uid
+    wall, cpu_limit = header.wall, header.cpu
+    cpus = config.cpus  # the container's CPU quota: CPU time grows at most this fast
     pid = child.pid
-    run = _Run(child, int(config["output_cap"]))
+    run = _Run(child, config.output_cap)
     poller = select.poll()
     for fd in (child.out_r, child.err_r, child.exit_fd):
         poller.register(fd, select.POLLIN)
@@ -749,8 +761,10 @@ def _serve_one(header, child, config, counters):
     oom_before = counters.oom_kills()
     ticks_at_start = _cpu_ticks([pid])  # the child's own set-up (it is alone: proven clean)
     started = time.monotonic()
-    handed = {"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])}
-    handed.update((key, header[key]) for key in ("argv", "source", "files") if header.get(key))
+    handed = {"cpu": cpu_limit, "memory_mb": header.memory_mb}
+    handed.update(
+        (key, getattr(header, key)) for key in ("argv", "source", "files") if getattr(header, key)
+    )
     child.hand_over(handed)
     killed_for, exited = None, False
     deadline = started + wall
@@ -808,34 +822,27 @@ def _serve_one(header, child, config, counters):
     if killed_for is None and _backstop_fired(exit_code, counted, cpu_limit):
         killed_for = KILLED_CPU
     oom_after = counters.oom_kills()
-    installed, fetched = False, {}
-    if header.get("install") and exit_code == 0 and killed_for is None and not strays:
-        _install_program(header["install"], uid, int(config["gid"]))
+    installed = False
+    if header.install and exit_code == 0 and killed_for is None and not strays:
+        _install_program(header.install, uid, config.gid)
         installed = True
-    if header.get("fetch"):
-        fetched = _fetch_files(header["fetch"], int(header["fetch_cap"]), run, uid, config)
+    if header.fetch:
+        _fetch_files(header.fetch, header.fetch_cap, run, uid, config.gid)
     report = _report()
-    run.queue(
-        frame(
-            RESULT,
-            json.dumps(
-                {
-                    "exit_code": exit_code,
-                    "signal": signum,
-                    "killed_for": killed_for,
-                    "started": report[0] == REPORT_STARTED,
-                    "memory_error": report[1] == REPORT_MEMORY_ERROR,
-                    "oom_killed": oom_before is not None and (oom_after or 0) > oom_before,
-                    "duration_ms": round(duration_ms, 2),
-                    "cpu_ms": round(cpu_seconds * 1000, 1),
-                    "max_rss_kb": max_rss_kb,
-                    "strays": len(strays),
-                    "installed": installed,
-                    "fetched": fetched,
-                }
-            ).encode(),
-        )
+    result = RunReport(
+        exit_code=exit_code,
+        signal=signum,
+        killed_for=killed_for,
+        started=report[0] == REPORT_STARTED,
+        memory_error=report[1] == REPORT_MEMORY_ERROR,
+        oom_killed=oom_before is not None and (oom_after or 0) > oom_before,
+        duration_ms=round(duration_ms, 2),
+        cpu_ms=round(cpu_seconds * 1000, 1),
+        max_rss_kb=max_rss_kb,
+        strays=len(strays),
+        installed=installed,
     )
+    run.queue(frame(RESULT, result.to_json()))
     run.flush()
     # Listed after the child's exit: with no stray then, nothing of the snippet's but zombies
     # can exist any more (a zombie forks nothing), so the clean-up need not hunt for processes.
@@ -876,13 +883,13 @@ def _install_program(name, uid, gid):
         os.close(source)
 
 
-def _fetch_files(names, cap, run, uid, config):
+def _fetch_files(names, cap, run, uid, gid):
     """Send the run directory's files ``names`` to the host (FILE_NAME, then FILE_DATA frames
     through the zeroed buffer, as output is), read with the sandbox uid's rights, ``cap``
-    bytes in all: {name: bytes sent, or None when it is not a regular file there}."""
-    sizes, left = {}, cap
+    bytes in all; a name that is not a regular file there is left out."""
+    left = cap
     view = memoryview(_buffer)
-    os.setegid(int(config["gid"]))
+    os.setegid(gid)
     os.seteuid(uid)
     try:
         for name in names:
@@ -890,26 +897,21 @@ def _fetch_files(names, cap, run, uid, config):
             try:
                 fd = os.open(os.path.join(zygote.RUN_DIR, name), flags)
             except OSError:
-                sizes[name] = None
                 continue
             try:
                 if not os.path.isfile(f"/proc/self/fd/{fd}"):
-                    sizes[name] = None
                     continue
                 run.queue(frame(FILE_NAME, name.encode()))
-                sent = 0
                 while left > 0 and (n := os.readv(fd, [view[8 : 8 + min(CHUNK, left)]])):
                     _dirty["buffer"] = max(_dirty["buffer"], 8 + n)
                     view[0:8] = bytes((FILE_DATA, 0, 0, 0)) + n.to_bytes(4, "big")
                     run.queue(view[: 8 + n])
-                    sent, left = sent + n, left - n
-                sizes[name] = sent
+                    left -= n
             finally:
                 os.close(fd)
     finally:
         os.seteuid(0)
         os.setegid(0)
-    return sizes
 
 
 def _drop_programs():
@@ -1046,18 +1048,19 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
 
 def _skip(count):
     """Answer the next ``count`` requests of a stopped batch without running them: each gets a
-    RESULT that says so (the host runs them again elsewhere); the last one's header."""
-    header = {}
+    RESULT that says so (the host runs them again elsewhere); the last one's header (None: no
+    request came)."""
+    header = None
     for _ in range(count):
         size = _read_exact(4)
         text = size and _read_exact(int.from_bytes(size, "big"))
         if not text:
             break  # the host is gone
-        header = json.loads(text)
-        left = int(header["size"])
+        header = RunRequest.from_json(text)
+        left = header.size
         while left and (chunk := os.read(0, min(left, CHUNK))):
             left -= len(chunk)
-        _send(RESULT, json.dumps({"skipped": True}).encode())
+        _send(RESULT, Skipped().to_json())
     return header
 
 
@@ -1085,11 +1088,11 @@ def _become_reaper():
 def main(config):
     _become_reaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 then ignores every signal it can
-    uid, gid = int(config["uid"]), int(config["gid"])
+    uid, gid = config.uid, config.gid
     light = _Zygote(config)  # a program of its own: it inherits its socket and the report page only
     # The heavy zygote now, or at the first snippet that needs it (see backends/supervised.py:
     # Preload): importing sympy and numpy is most of a container's start-up.
-    heavy_zygote = _Zygote(config, heavy=True) if config.get("preload_at_start", True) else None
+    heavy_zygote = _Zygote(config, heavy=True) if config.preload_at_start else None
     counters = _Counters()
     gc.freeze()
     heavy = False  # the kind of child forked ahead: the kind the last snippet needed
@@ -1102,10 +1105,10 @@ def main(config):
             if child:
                 child.discard()
             return
-        header = json.loads(_read_exact(int.from_bytes(size, "big")))
+        header = RunRequest.from_json(_read_exact(int.from_bytes(size, "big")))
         alone = False
         try:
-            heavy = bool(header.get("heavy"))
+            heavy = header.heavy
             if child is not None and child.heavy != heavy:
                 child.discard()  # forked ahead for the other kind
                 child = None
@@ -1115,13 +1118,13 @@ def main(config):
             child = child or _Child(heavy_zygote if heavy else light)
             alone = _serve_one(header, child, config, counters)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
-            _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
+            _send(RESULT, Anomaly(f"supervisor failed: {exc!r}").to_json())
         if child:
             child.discard()  # a no-op after a run; fds of a failed one
         child = None
         zygotes = [z for z in (light, heavy_zygote) if z is not None]
         problems = None  # the clean-up's findings, once it has run
-        following = int(header.get("then", 0))  # requests of the same batch, already sent
+        following = header.then  # requests of the same batch, already sent
         if following:
             # A batch goes on after a run that ended by itself, alone, within its memory
             # (what the host would continue after), once the clean-up proves the container
@@ -1136,14 +1139,14 @@ def main(config):
                         problems = [f"cannot fork the next child: {exc!r}"]
             header = _skip(following) or header
             following = -1  # stopped: the host reads a verdict, even from a last run's container
-        if header.get("last") and following == 0:
+        if header.last and following == 0:
             # The container is discarded: no clean-up to prove. Exit once the host has read
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
             continue
         if problems is None:
             problems = _problems(uid, gid, zygotes, counters, alone, baseline)
-        if not header.get("keep"):
+        if not header.keep:
             problems += _drop_programs()  # a compiled program lives for its judge request only
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
@@ -1151,6 +1154,7 @@ def main(config):
                 child = _Child(heavy_zygote if heavy else light)
             except (OSError, RuntimeError) as exc:
                 problems.append(f"cannot fork the next child: {exc!r}")
-        verdict = {"clean": not problems, "problems": problems}
-        verdict["memory_grown_kb"] = baseline.memory_grown >> 10
-        _send(CLEANUP, json.dumps(verdict).encode())
+        verdict = CleanupVerdict(
+            clean=not problems, problems=problems, memory_grown_kb=baseline.memory_grown >> 10
+        )
+        _send(CLEANUP, verdict.to_json())
