@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 from exec_server.backends.base import Job, SessionSpec
 from exec_server.backends.supervised import Preload, SupervisedSandbox, supervisor_config
+from exec_server.guest import bootstrap_source, module_sources
 from exec_server.guest.protocol import (
     VERSION,
     Anomaly,
@@ -175,3 +179,31 @@ def test_the_hosts_request_header_is_what_the_guest_reads() -> None:
         fetch_cap=100,
         size=len(data) - 4 - size,
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"version": VERSION + 1}, f"host speaks protocol version {VERSION + 1}, this guest"),
+        ({"uid": None}, "missing keys \\['uid'\\]"),
+        ({"fetched": {}}, "unknown keys \\['fetched'\\]"),
+    ],
+)
+def test_a_guest_started_with_another_configuration_refuses_to_start(
+    change: dict[str, Any], message: str
+) -> None:
+    """The bootstrap a sandbox runs (as the Docker backends start it) reads its configuration
+    through the protocol before anything else: it fails loudly, on its stderr, which the host
+    quotes in the warm-up error."""
+    wire = {**CONFIG.to_wire(), "zygote": None, **change}
+    wire = {key: value for key, value in wire.items() if value is not None or key != "uid"}
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", bootstrap_source(), json.dumps(module_sources())]
+        + [json.dumps(wire)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("boxed_guest.protocol.ProtocolError")
+    assert re.search(message, proc.stderr), proc.stderr

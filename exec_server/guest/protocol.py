@@ -101,7 +101,7 @@ class ProtocolError(ValueError):
     """A message this side cannot read: another version, or unknown or missing keys."""
 
 
-def _check(value, kind, where):
+def _check(value: object, kind: object, where: str) -> object:
     """``value`` as ``kind`` says (a JSON int is accepted where a float is meant), or raise."""
     if isinstance(kind, types.UnionType):
         options = kind.__args__
@@ -126,16 +126,16 @@ def _check(value, kind, where):
 class Message:
     """What every message record shares: an exact JSON form, read strictly."""
 
-    def to_wire(self):
+    def to_wire(self) -> dict:
         """The record as JSON-ready data: every field, nested records as objects."""
         return dataclasses.asdict(self)
 
-    def to_json(self):
+    def to_json(self) -> bytes:
         """The record as the UTF-8 JSON text a frame carries."""
         return json.dumps(self.to_wire()).encode()
 
     @classmethod
-    def from_wire(cls, data):
+    def from_wire(cls, data: dict) -> "Message":
         """The record ``data`` holds; raises ``ProtocolError`` on a key too many or missing,
         or a value of another type."""
         names = cls.__dataclass_fields__
@@ -150,7 +150,7 @@ class Message:
         return cls(**values)
 
     @classmethod
-    def from_json(cls, text):
+    def from_json(cls, text: bytes | str) -> "Message":
         """The record in a frame's JSON text."""
         data = json.loads(text)
         if not isinstance(data, dict):
@@ -197,7 +197,7 @@ class GuestConfig(Message):
     version: int = VERSION
 
     @classmethod
-    def from_wire(cls, data):
+    def from_wire(cls, data: dict) -> "GuestConfig":
         """The configuration ``data`` holds, once its version is this module's."""
         version = data.get("version")
         if version != VERSION:
@@ -260,7 +260,7 @@ class Anomaly(Message):
     anomaly: str
 
 
-def read_result(text):
+def read_result(text: bytes | str) -> "RunReport | Skipped | Anomaly":
     """The ``RESULT`` frame's record: a RunReport, Skipped or Anomaly."""
     data = json.loads(text)
     if not isinstance(data, dict):
@@ -281,7 +281,7 @@ class CleanupVerdict(Message):
     memory_grown_kb: int  # the memory charge's growth since ready (diagnostics)
 
 
-def encode_request(header, body):
+def encode_request(header: RunRequest, body: bytes) -> bytes:
     """One request: the length of its JSON header (``size``: the body's), the header, the body."""
     text = dataclasses.replace(header, size=len(body)).to_json()
     return len(text).to_bytes(4, "big") + text + body
