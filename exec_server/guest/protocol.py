@@ -101,25 +101,27 @@ class ProtocolError(ValueError):
     """A message this side cannot read: another version, or unknown or missing keys."""
 
 
-def _check(value: object, kind: object, where: str) -> object:
-    """``value`` as ``kind`` says (a JSON int is accepted where a float is meant), or raise."""
+def _check(value: object, kind: object, where: tuple[str, str]) -> object:
+    """``value`` as ``kind`` says (a JSON int is accepted where a float is meant), or raise;
+    ``where``: the record's and the field's names, for the message."""
+    if type(value) is kind:  # the common case, first: a plain value of its exact type
+        return value
     if isinstance(kind, types.UnionType):
-        options = kind.__args__
-        if value is None and type(None) in options:
+        if value is None and type(None) in kind.__args__:
             return None
-        kind = next(option for option in options if option is not type(None))
-    if dataclasses.is_dataclass(kind):
+        kind = next(option for option in kind.__args__ if option is not type(None))
+    if isinstance(kind, type) and issubclass(kind, Message):
         if not isinstance(value, dict):
-            raise ProtocolError(f"{where}: expected an object, got {value!r}")
+            raise ProtocolError(f"{'.'.join(where)}: expected an object, got {value!r}")
         return kind.from_wire(value)
     if isinstance(kind, types.GenericAlias):  # list[str]
         if not isinstance(value, list):
-            raise ProtocolError(f"{where}: expected a list, got {value!r}")
+            raise ProtocolError(f"{'.'.join(where)}: expected a list, got {value!r}")
         return [_check(item, kind.__args__[0], where) for item in value]
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+    if kind is float and type(value) is int:
         return float(value)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ProtocolError(f"{where}: expected {kind.__name__}, got {value!r}")
+    if type(value) is not kind:  # (bool is not int here)
+        raise ProtocolError(f"{'.'.join(where)}: expected {kind.__name__}, got {value!r}")
     return value
 
 
@@ -128,7 +130,11 @@ class Message:
 
     def to_wire(self) -> dict:
         """The record as JSON-ready data: every field, nested records as objects."""
-        return dataclasses.asdict(self)
+        return {
+            name: value.to_wire() if isinstance(value, Message) else value
+            for name in self.__dataclass_fields__
+            for value in (getattr(self, name),)
+        }
 
     def to_json(self) -> bytes:
         """The record as the UTF-8 JSON text a frame carries."""
@@ -139,15 +145,13 @@ class Message:
         """The record ``data`` holds; raises ``ProtocolError`` on a key too many or missing,
         or a value of another type."""
         names = cls.__dataclass_fields__
-        unknown, missing = data.keys() - names.keys(), names.keys() - data.keys()
-        if unknown or missing:
+        if data.keys() != names.keys():
+            unknown, missing = data.keys() - names.keys(), names.keys() - data.keys()
             raise ProtocolError(
                 f"{cls.__name__}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}"
             )
-        values = {
-            name: _check(data[name], f.type, f"{cls.__name__}.{name}") for name, f in names.items()
-        }
-        return cls(**values)
+        name = cls.__name__
+        return cls(**{key: _check(data[key], f.type, (name, key)) for key, f in names.items()})
 
     @classmethod
     def from_json(cls, text: bytes | str) -> "Message":
