@@ -14,7 +14,6 @@ in threads; the supervisor's stream is read on the event loop.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import socket
@@ -294,10 +293,9 @@ class DockerBackend:
             session=session,
         )
         if direct:
-            config = dataclasses.replace(config, socket=SOCKET_PATH)
+            config["socket"] = SOCKET_PATH
         sources = json.dumps(module_sources())
-        wire = json.dumps(config.to_wire())
-        return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, wire]
+        return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, json.dumps(config)]
 
     def container_labels(self, session: SessionSpec | None = None) -> dict[str, str]:
         """The labels of a new container: the backend's, and a session's id on its sandbox

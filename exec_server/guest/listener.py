@@ -22,7 +22,7 @@ Wire format of the hand-shake (before the protocol starts):
   service -> sandbox: a 32-byte nonce, ``proof(key, SERVICE, challenge, nonce)``
   sandbox -> service: ``proof(key, SANDBOX, challenge, nonce)``
   service -> sandbox: a 4-byte big-endian length, JSON ``{"modules": {name: source},
-  "config": {...}}`` (``protocol.GuestConfig``); the supervisor then writes its ready marker.
+  "config": {...}}``; the supervisor then writes its ready marker.
 """
 
 import argparse
@@ -105,9 +105,10 @@ def accept_service(server, key_path):
         conn.close()
 
 
-def install(modules):
+def install(modules, program):
     """Install the guest modules the service sent as the package ``boxed_guest`` (as
-    ``bootstrap.py`` does for a Docker sandbox); the package."""
+    ``bootstrap.py`` does for a Docker sandbox); the module of ``program`` (``supervisor``, or
+    ``session`` for a session's interpreter)."""
     package = types.ModuleType("boxed_guest")
     package.__path__ = []
     package.sources = modules  # the supervisor starts its zygotes with some of them
@@ -118,7 +119,7 @@ def install(modules):
         sys.modules[module.__name__] = module
         exec(compile(source, f"<boxed_guest/{name}.py>", "exec"), module.__dict__)
         setattr(package, name, module)
-    return package
+    return sys.modules[f"boxed_guest.{program}"]
 
 
 def serve(port, key_path, state_dir, host="::", private_dirs=()):
@@ -149,13 +150,12 @@ def serve(port, key_path, state_dir, host="::", private_dirs=()):
     for option, value in KEEPALIVE:
         conn.setsockopt(socket.IPPROTO_TCP, option, value)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    package = install(bootstrap["modules"])
-    # Read by the guest's own protocol, which refuses a configuration of another version.
-    config = package.protocol.GuestConfig.from_wire(bootstrap["config"])
+    config = bootstrap["config"]
+    program = install(bootstrap["modules"], config.get("program", "supervisor"))
     os.dup2(conn.fileno(), 0)
     os.dup2(conn.fileno(), 1)
     conn.close()
-    getattr(package, config.program).main(config)
+    program.main(config)
 
 
 def main(argv=None):
