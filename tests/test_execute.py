@@ -68,8 +68,20 @@ def test_a_death_by_signal_says_which_and_an_exit_code_cannot_forge_it(
     assert (forged["status"], forged["exit_code"], forged["reason"]) == ("error", 139, None)
 
 
+def wait_for_a_full_pool(url: str, seconds: float = 30.0) -> None:
+    """Until every warm sandbox is ready: a timing that follows other tests (container mode
+    spends a container per snippet) must not count the start of a new one."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready = httpx.get(f"{url}/readyz", timeout=5).json()
+        if ready["pool_ready"] >= ready["pool_size"]:
+            return
+        time.sleep(0.1)
+
+
 def test_timeout_keeps_partial_output_and_kills_quickly(boxed_service: str) -> None:
     code = "import time\nprint('partial', flush=True)\nprint('no newline', end='')\ntime.sleep(60)"
+    wait_for_a_full_pool(boxed_service)
     started = time.monotonic()
     data = run(boxed_service, code, timeout=1.5)
     elapsed = time.monotonic() - started
