@@ -205,9 +205,9 @@ def test_sys_exit_ends_the_interpreter_with_its_status() -> None:
 
 DRAIN_PROBE = r"""
 import json, os, random, sys, time
-from exec_server.guest import supervisor
+from exec_server.guest import protocol, stdio, watch
 
-class Child:  # what _Run needs of a child: its pipe ends, closed once
+class Child:  # the pipe ends the output is forwarded from, closed once
     def __init__(self):
         (self.out_r, out_w), (self.err_r, err_w) = os.pipe(), os.pipe()
         self.writers = (out_w, err_w)
@@ -228,14 +228,14 @@ for fd in child.writers:
     os.close(fd)
 if not stray_lives:
     os.waitpid(pid, 0)
-run = supervisor._Run(child, 1 << 20)
+output = stdio.Output(child.out_r, child.err_r, 1 << 20, on_close=child.close)
 started = time.monotonic()
-found = run.drain(started + supervisor.DRAIN_SECONDS, uid)
+found = watch.drain(output, started + watch.DRAIN_SECONDS, uid)
 elapsed = time.monotonic() - started
 _, status = os.waitpid(pid, 0) if stray_lives else (pid, 0)
 print(json.dumps({"elapsed": elapsed, "found": sorted(found) == [pid], "none": not found,
                   "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9,
-                  "open": len(run.kinds), "sent": run.sent[supervisor.OUTPUT]}))
+                  "open": len(output.kinds), "sent": output.sent[protocol.OUTPUT]}))
 """
 
 
@@ -267,12 +267,11 @@ def test_a_drain_with_every_writer_gone_ends_at_once_and_finds_no_stray() -> Non
 PROVE_THE_DROP = """
 import sys
 from exec_server.guest import zygote
-config = {"uid": 10001, "gid": 10001}
-zygote.prove_the_drop(config)  # a plain drop from root: no capability left
+zygote.prove_the_drop(10001, 10001)  # a plain drop from root: no capability left
 PR_SET_KEEPCAPS = 8
 assert zygote.libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) == 0
 try:
-    zygote.prove_the_drop(config)  # keep-caps: the drop leaves the permitted set
+    zygote.prove_the_drop(10001, 10001)  # keep-caps: the drop leaves the permitted set
 except RuntimeError as exc:
     print("refused:", exc)
 """
@@ -322,6 +321,6 @@ def test_the_cpu_backstop_is_the_limits_verdict_as_the_kernel_counts(
 ) -> None:
     """Judged on the CPU time the enforcing kernel counted, not on the quota-capped figure:
     under gVisor the count outruns the capped one with many busy threads."""
-    from exec_server.guest import supervisor
+    from exec_server.guest import watch
 
-    assert supervisor._backstop_fired(exit_code, counted, 3.0) is fired
+    assert watch.backstop_fired(exit_code, counted, 3.0) is fired

@@ -35,7 +35,17 @@ from exec_server.backends import docker as docker_backend
 from exec_server.backends.base import Job, SandboxError
 from exec_server.backends.docker import AttachStream, DirectStream, DockerBackend
 from exec_server.backends.supervised import Preload, SupervisedSandbox
-from exec_server.guest.protocol import CLEANUP, ERRORS, OUTPUT, RESULT, frame
+from exec_server.guest.protocol import (
+    CLEANUP,
+    ERRORS,
+    OUTPUT,
+    RESULT,
+    VERSION,
+    CleanupVerdict,
+    GuestConfig,
+    RunReport,
+    frame,
+)
 from exec_server.settings import Settings
 from exec_server.verdict import NotAVerdict, RunLimits, decide
 from tests.conftest import ServiceProcess, instance_containers, running_service
@@ -427,21 +437,20 @@ def test_a_supervisors_last_words_reach_the_warm_up_error(
     how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The supervisor's stderr comes through the engine either way: a supervisor that fails
-    at start says why in the error (its configuration lacks the sandbox uid, or it cannot
-    bind its socket); one that dies before it listens is no reason to give the socket up."""
+    at start says why in the error (its configuration is of another protocol version, or it
+    cannot bind its socket); one that dies before it listens is no reason to give the socket
+    up."""
     real = docker_backend.supervisor_config
 
-    def without_uid(*args: object, **kwargs: object) -> dict:
-        config = real(*args, **kwargs)  # type: ignore[arg-type]
-        del config["uid"]
-        return config
+    def of_another_version(*args: object, **kwargs: object) -> GuestConfig:
+        return replace(real(*args, **kwargs), version=VERSION + 1)  # type: ignore[arg-type]
 
     if how == "socket, before it listens":
         monkeypatch.setattr(docker_backend, "SOCKET_PATH", "/nowhere/host.sock")
         expected = "FileNotFoundError"
     else:
-        monkeypatch.setattr(docker_backend, "supervisor_config", without_uid)
-        expected = "KeyError: 'uid'"
+        monkeypatch.setattr(docker_backend, "supervisor_config", of_another_version)
+        expected = f"ProtocolError: the host speaks protocol version {VERSION + 1}"
     backend = backend_for_test(supervisor_socket=how != "attach")
     with pytest.raises(SandboxError, match=f"(?s)exited during warm-up: .*{expected}"):
         asyncio.run(backend.create_warm())
@@ -985,17 +994,19 @@ def _job(code: str = "print(1)", wall: float = 5) -> Job:
     return Job(code=code, stdin="", limits=RunLimits(wall, wall, 256, 65536))
 
 
-REPORT = {
-    "exit_code": 0,
-    "killed_for": None,
-    "started": True,
-    "oom_killed": False,
-    "memory_error": False,
-    "duration_ms": 3.5,
-    "cpu_ms": 2.0,
-    "max_rss_kb": 9000,
-    "strays": 0,
-}
+REPORT = RunReport(
+    exit_code=0,
+    signal=None,
+    killed_for=None,
+    started=True,
+    memory_error=False,
+    oom_killed=False,
+    duration_ms=3.5,
+    cpu_ms=2.0,
+    max_rss_kb=9000,
+    strays=0,
+).to_wire()
+CLEAN = CleanupVerdict(clean=True, problems=[], memory_grown_kb=0).to_json()
 
 
 def test_host_reads_output_and_result_then_cleanup_frames() -> None:
@@ -1004,7 +1015,7 @@ def test_host_reads_output_and_result_then_cleanup_frames() -> None:
         frame(ERRORS, b"warn\n"),
         frame(OUTPUT, b"lo\n"),
         frame(RESULT, json.dumps(REPORT).encode()),
-        frame(CLEANUP, b'{"clean": true, "problems": []}'),
+        frame(CLEANUP, CLEAN),
         max_runs=2,
     )
     obs = asyncio.run(sandbox.run(_job("print('hello')")))
@@ -1083,7 +1094,8 @@ def test_a_child_that_never_reached_the_code_is_not_a_verdict() -> None:
 
 
 def test_dirty_or_silent_cleanup_retires_the_container() -> None:
-    dirty = _sandbox(frame(CLEANUP, b'{"clean": false, "problems": ["/tmp not empty"]}'))
+    verdict = CleanupVerdict(clean=False, problems=["/tmp not empty"], memory_grown_kb=0)
+    dirty = _sandbox(frame(CLEANUP, verdict.to_json()))
     assert asyncio.run(dirty.settle()) is False
     with mock.patch("exec_server.backends.supervised.SETTLE_TIMEOUT", 0.2):
         assert asyncio.run(_sandbox().settle()) is False

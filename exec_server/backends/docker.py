@@ -14,6 +14,7 @@ in threads; the supervisor's stream is read on the event loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import socket
@@ -293,9 +294,10 @@ class DockerBackend:
             session=session,
         )
         if direct:
-            config["socket"] = SOCKET_PATH
+            config = dataclasses.replace(config, socket=SOCKET_PATH)
         sources = json.dumps(module_sources())
-        return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, json.dumps(config)]
+        wire = json.dumps(config.to_wire())
+        return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, wire]
 
     def container_labels(self, session: SessionSpec | None = None) -> dict[str, str]:
         """The labels of a new container: the backend's, and a session's id on its sandbox

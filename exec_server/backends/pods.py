@@ -178,7 +178,7 @@ class PodBackend:
             preload_at_start=preload_at_start,
             session=session,
         )
-        return json.dumps({"modules": module_sources(), "config": config}).encode()
+        return json.dumps({"modules": module_sources(), "config": config.to_wire()}).encode()
 
     async def create_warm(self, memory_mb: int | None = None) -> PodSandbox:
         bootstrap = self._bootstraps[self.preload.at_start]

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import json
 import logging
 import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..guest import bootstrap_source
 from ..guest.protocol import (
@@ -28,9 +27,17 @@ from ..guest.protocol import (
     OUTPUT,
     READY_MARKER,
     RESULT,
+    Anomaly,
+    CleanupVerdict,
+    GuestConfig,
+    RunReport,
+    RunRequest,
+    SessionLimits,
+    Skipped,
+    encode_request,
     files_section,
     pop_frames,
-    request,
+    read_result,
     snippet_body,
 )
 from ..settings import Settings
@@ -45,15 +52,18 @@ REUSABLE = (Status.OK, Status.ERROR)
 MAX_PARSED_CODE = 64 * 1024  # longer code is not parsed to choose the interpreter: preloaded
 _STDLIB = sys.stdlib_module_names
 # The result of a run whose supervisor the OOM killer took.
-LOST_TO_OOM = {
-    "exit_code": 128 + 9,
-    "killed_for": None,
-    "started": True,
-    "oom_killed": True,
-    "memory_error": False,
-    "cpu_ms": None,
-    "max_rss_kb": None,
-}
+LOST_TO_OOM = RunReport(
+    exit_code=128 + 9,
+    signal=None,
+    killed_for=None,
+    started=True,
+    memory_error=False,
+    oom_killed=True,
+    duration_ms=0.0,
+    cpu_ms=None,
+    max_rss_kb=None,
+    strays=0,
+)
 
 
 def needs_preload(code: str) -> bool:
@@ -136,30 +146,31 @@ def supervisor_config(
     nproc: int | None,
     preload_at_start: bool,
     session: SessionSpec | None = None,
-) -> dict[str, Any]:
+) -> GuestConfig:
     """The guest program's configuration (``guest/supervisor.py``, or ``guest/session.py``
     for a ``session``), the same for every backend; ``nproc``: the child's RLIMIT_NPROC where
     the sandbox has a kernel of its own (gVisor); ``preload_at_start``: the preload modules
     are imported at start, not at the first snippet that needs them (see ``Preload``)."""
     uid, _, gid = settings.sandbox_user.partition(":")
-    config = {
-        "preload": settings.preload_modules,
-        "preload_at_start": preload_at_start,
-        "uid": int(uid),
-        "gid": int(gid or uid),
-        "output_cap": settings.output_max_bytes,
-        "nofile": settings.nofile,
-        "fsize": settings.tmpfs_mb * 1024 * 1024,  # as the tmpfs: one file can fill it, no more
-        "cpus": settings.cpus,
-        "nproc": nproc,
-        "reuse": reuse,  # diagnostics only: the host decides reuse
-        "bootstrap": bootstrap_source(),  # what the supervisor starts its zygotes with
-    }
-    if session is not None:  # the session program instead of the one-shot supervisor
-        config["program"] = "session"
-        config["preload"] = []  # no zygote: the interpreter imports what it uses once
-        config["session"] = {"memory_mb": session.memory_mb, "cpu_budget": session.cpu_budget}
-    return config
+    return GuestConfig(
+        # no zygote in a session: its interpreter imports what it uses once
+        preload=list(settings.preload_modules) if session is None else [],
+        preload_at_start=preload_at_start,
+        uid=int(uid),
+        gid=int(gid or uid),
+        output_cap=settings.output_max_bytes,
+        nofile=settings.nofile,
+        fsize=settings.tmpfs_mb * 1024 * 1024,  # as the tmpfs: one file can fill it, no more
+        cpus=float(settings.cpus),
+        nproc=nproc,
+        reuse=reuse,
+        bootstrap=bootstrap_source(),  # what the supervisor starts its zygotes with
+        # the session program instead of the one-shot supervisor
+        program="supervisor" if session is None else "session",
+        session=None
+        if session is None
+        else SessionLimits(memory_mb=session.memory_mb, cpu_budget=session.cpu_budget),
+    )
 
 
 def socket_open(sock: socket.socket) -> bool:
@@ -327,29 +338,27 @@ class SupervisedSandbox:
     def _request(self, job: Job, following: int) -> bytes:
         """The supervisor request for ``job``; ``following``: requests of its batch after it."""
         limits = job.limits
-        header = {
-            "wall": limits.wall_seconds,
-            "cpu": limits.cpu_seconds,
-            "memory_mb": self.memory_mb,
-            "heavy": self.preload.available
-            and not job.argv
-            and (job.heavy or needs_preload(job.code)),
-            "last": not self.reusable and not job.more,
-        }
-        if job.argv:
-            header.update(argv=list(job.argv), source=job.source, install=job.install)
-        if job.more:
-            header["keep"] = True
-        if following:
-            header["then"] = following
+        heavy = self.preload.available and not job.argv and (job.heavy or needs_preload(job.code))
+        header = RunRequest(
+            wall=float(limits.wall_seconds),
+            cpu=float(limits.cpu_seconds),
+            memory_mb=self.memory_mb,
+            heavy=heavy,
+            last=not self.reusable and not job.more,
+            argv=list(job.argv) if job.argv else None,
+            source=job.source if job.argv else None,
+            install=job.install if job.argv else None,
+            keep=bool(job.more),
+            then=following,
+            files=bool(job.files),
+            fetch=list(job.fetch or ()),
+            fetch_cap=job.fetch_bytes if job.fetch else 0,
+        )
         body = snippet_body(job.code, job.stdin)
         if job.files:
-            header["files"] = True
             body += files_section(job.files)
-        if job.fetch:
-            header.update(fetch=list(job.fetch), fetch_cap=job.fetch_bytes)
-        self.preload.note(header["heavy"])
-        return request(header, body)
+        self.preload.note(heavy)
+        return encode_request(header, body)
 
     async def _observe(self, job: Job, before: float = 0.0) -> Observation | None:
         """Read ``job``'s output and result (None: the supervisor skipped it); ``before``: the
@@ -360,7 +369,7 @@ class SupervisedSandbox:
         files: dict[str, bytearray] = {}
         try:
             async with asyncio.timeout(before + limits.wall_seconds + REPORT_GRACE):
-                report = await self._read_until(RESULT, out, cap + 1, files)
+                result = self._result(await self._read_until(RESULT, out, cap + 1, files))
         except TimeoutError:
             self.broken = True
             raise SandboxError("the supervisor did not report in time") from None
@@ -371,41 +380,45 @@ class SupervisedSandbox:
             self.ended = True
             if not await self.oom_killed():
                 raise
-            report = {**LOST_TO_OOM, "duration_ms": 0.0}
-        if report.get("anomaly"):
+            result = LOST_TO_OOM
+        if isinstance(result, Anomaly):
             self.broken = True
-            raise SandboxError(f"sandbox supervisor failed: {report['anomaly']}")
-        if report.get("skipped"):
+            raise SandboxError(f"sandbox supervisor failed: {result.anomaly}")
+        if isinstance(result, Skipped):
             return None
         self.runs += 1
         self.holding = job.more
-        self.ended = self.ended or bool(report.get("ended"))
-        if report.get("strays"):
-            log.info("sandbox %s: killed %d leftover processes", self.id[:12], report["strays"])
+        self.ended = self.ended or result.ended
+        if result.strays:
+            log.info("sandbox %s: killed %d leftover processes", self.id[:12], result.strays)
         truncated = {kind: len(data) > cap for kind, data in out.items()}
         for data in out.values():
             del data[cap:]
+        return Observation(
+            exit_code=result.exit_code,
+            signal=result.signal,
+            killed_for=result.killed_for,
+            started=result.started,
+            oom_killed=result.oom_killed,
+            memory_error=result.memory_error,
+            stdout=bytes(out[OUTPUT]),
+            stderr=bytes(out[ERRORS]),
+            truncated_stdout=truncated[OUTPUT],
+            truncated_stderr=truncated[ERRORS],
+            duration_ms=result.duration_ms,
+            cpu_ms=result.cpu_ms,
+            max_rss_kb=result.max_rss_kb,
+            installed=result.installed,
+            files={name: bytes(data) for name, data in files.items()},
+        )
+
+    def _result(self, data: bytes) -> RunReport | Skipped | Anomaly:
+        """The RESULT frame's record; a malformed one breaks the sandbox."""
         try:
-            return Observation(
-                exit_code=int(report["exit_code"]),
-                signal=None if report.get("signal") is None else int(report["signal"]),
-                killed_for=report["killed_for"],
-                started=bool(report["started"]),
-                oom_killed=bool(report["oom_killed"]),
-                memory_error=bool(report["memory_error"]),
-                stdout=bytes(out[OUTPUT]),
-                stderr=bytes(out[ERRORS]),
-                truncated_stdout=truncated[OUTPUT],
-                truncated_stderr=truncated[ERRORS],
-                duration_ms=float(report["duration_ms"]),
-                cpu_ms=None if report["cpu_ms"] is None else float(report["cpu_ms"]),
-                max_rss_kb=None if report["max_rss_kb"] is None else int(report["max_rss_kb"]),
-                installed=bool(report.get("installed")),
-                files={name: bytes(data) for name, data in files.items()},
-            )
-        except (KeyError, TypeError, ValueError) as exc:
+            return read_result(data)
+        except ValueError as exc:  # a ProtocolError, or no JSON at all
             self.broken = True
-            raise SandboxError(f"malformed supervisor report: {exc!r}") from exc
+            raise SandboxError(f"malformed supervisor report: {exc}") from exc
 
     async def _send(self, data: bytes) -> None:
         try:
@@ -420,15 +433,15 @@ class SupervisedSandbox:
         out: dict[int, bytearray] | None = None,
         cap: int = 0,
         files: dict[str, bytearray] | None = None,
-    ) -> dict[str, Any]:
-        """Read supervisor frames until one of kind ``wanted`` (JSON); output frames go to
+    ) -> bytes:
+        """Read supervisor frames until one of kind ``wanted`` (its data); output frames go to
         ``out`` (each stream kept to ``cap`` bytes), fetched files to ``files``. Later frames
         stay buffered."""
         current: bytearray | None = None
         while True:
             for kind, data in pop_frames(self._frames):
                 if kind == wanted:
-                    return json.loads(data)
+                    return data
                 if files is not None and kind == FILE_NAME:
                     current = files.setdefault(data.decode("utf-8", "replace"), bytearray())
                     continue
@@ -468,12 +481,12 @@ class SupervisedSandbox:
         """Wait for the supervisor's clean-up verdict: True when the sandbox is clean."""
         try:
             async with asyncio.timeout(SETTLE_TIMEOUT):
-                verdict = await self._read_until(CLEANUP)
-        except (SandboxError, TimeoutError) as exc:
+                verdict = CleanupVerdict.from_json(await self._read_until(CLEANUP))
+        except (SandboxError, TimeoutError, ValueError) as exc:  # ValueError: malformed
             log.warning("sandbox %s retired: %s", self.id[:12], exc or "no clean-up verdict")
             return False
-        if not verdict.get("clean"):
-            log.warning("sandbox %s retired: %s", self.id[:12], verdict.get("problems"))
+        if not verdict.clean:
+            log.warning("sandbox %s retired: %s", self.id[:12], verdict.problems)
             return False
         return True
 

@@ -11,7 +11,17 @@ from pathlib import Path
 
 GUEST_DIR = Path(__file__).parent
 # Installed in this order inside the sandbox: each may import the ones before it.
-MODULES = ("protocol", "runner", "zygote", "supervisor", "session")
+MODULES = (
+    "protocol",
+    "runner",
+    "zygote",
+    "processes",
+    "stdio",
+    "watch",
+    "cleanup",
+    "supervisor",
+    "session",
+)
 
 
 def module_sources() -> dict[str, str]:

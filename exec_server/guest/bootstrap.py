@@ -1,7 +1,7 @@
 """Installs the guest modules from ``argv[1]`` (JSON: name -> source) as the package
 ``boxed_guest`` and runs the configuration's ``program`` (``supervisor`` unless it says
 ``session``, or ``zygote`` when the supervisor starts one) with the configuration in
-``argv[2]`` (JSON).
+``argv[2]`` (JSON: ``protocol.GuestConfig``, refused when its version is not the guest's).
 
 The sandbox image holds only an interpreter and packages; the guest programs come with each
 container's command, so the host and the sandbox can never run different protocol versions.
@@ -41,9 +41,6 @@ def serve_over_socket(path):
     os.unlink(path)
 
 
-config = json.loads(sys.argv[2])
-if config.get("socket"):
-    serve_over_socket(config["socket"])
 package = types.ModuleType("boxed_guest")
 package.__path__ = []
 package.sources = json.loads(sys.argv[1])  # the supervisor starts its zygotes with some of them
@@ -55,4 +52,7 @@ for name, source in package.sources.items():
     exec(compile(source, f"<boxed_guest/{name}.py>", "exec"), module.__dict__)
     setattr(package, name, module)
 del name, source, module
-sys.modules["boxed_guest." + config.get("program", "supervisor")].main(config)
+config = package.protocol.GuestConfig.from_wire(json.loads(sys.argv[2]))  # checks the version
+if config.socket:
+    serve_over_socket(config.socket)
+getattr(package, config.program).main(config)

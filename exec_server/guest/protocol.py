@@ -1,30 +1,43 @@
 """The wire protocol between the host and a sandbox's supervisor (stdlib only; both sides).
 
+The guest program starts with a :class:`GuestConfig` (JSON in its command, or from the pod
+listener) whose ``version`` must be this module's :data:`VERSION`: a guest and a host of
+different protocols refuse to start.
+
 Host to supervisor, on its stdin, one request at a time: a 4-byte big-endian length, a JSON
-header (``Limits`` below, plus ``size``), then ``size`` bytes of snippet body: the 4-byte
+header (:class:`RunRequest`, ``size`` included), then ``size`` bytes of snippet body: the 4-byte
 lengths of the code and of the input, then the code (UTF-8) and the input, then (when the
 header says ``files``) the input files: their count, then each one's name and data, every
 length 4 bytes big-endian (``files_section``).
 
 Supervisor to host, on its stdout: ``READY_MARKER`` once, then frames with an 8-byte header
 (kind, three zero bytes, 4-byte big-endian length): ``OUTPUT`` and ``ERRORS`` carry the
-snippet's stdout and stderr, ``RESULT`` the run's result (JSON, after the snippet's last
-output), ``CLEANUP`` the clean-up verdict (JSON). Files the header asks for (``fetch``)
+snippet's stdout and stderr, ``RESULT`` the run's result (JSON: a :class:`RunReport`, or
+:class:`Skipped` or :class:`Anomaly`; after the snippet's last output), ``CLEANUP`` the
+clean-up verdict (JSON: a :class:`CleanupVerdict`). Files the header asks for (``fetch``)
 come before ``RESULT``: a ``FILE_NAME`` frame, then its ``FILE_DATA`` frames. The host sends
 the next request only after ``CLEANUP``, except within a *batch* (one request's runs, a
 judge's tests): a header with ``then: k`` says that k more requests of the batch follow at
 once. The supervisor then answers each with its frames and ``RESULT``, proving the container
 clean between two runs as ever but sending no ``CLEANUP``; once it stops the batch (a run it
 would not go on after, or a failed proof), each later request gets a ``RESULT`` of
-``{"skipped": true}``; one ``CLEANUP`` follows the batch's last ``RESULT``.
+``{"skipped": true}`` (:class:`Skipped`); one ``CLEANUP`` follows the batch's last ``RESULT``.
 
 The child reports to the supervisor through a shared memory page, never through its output:
 ``REPORT_STARTED`` at offset 0 once the snippet is about to run, ``REPORT_MEMORY_ERROR`` at
 offset 1 when it ended with an uncaught ``MemoryError``. The snippet can write that page too,
 so the host may use it only to make the snippet's own verdict worse (see ``verdict.decide``).
+
+Every message is built and read through the records at the end of this module: ``to_wire``
+writes every field, ``from_wire`` refuses a key it does not know, a missing one or a value of
+another type (:class:`ProtocolError`), so the two sides cannot drift apart silently. Like
+every guest module, this one runs in the sandbox's Python 3.11 with the standard library only.
 """
 
+import dataclasses
 import json
+import types
+from dataclasses import dataclass, field
 
 READY_MARKER = b"\x00boxed-ready\x00\n"
 OUTPUT, ERRORS, RESULT, CLEANUP, FILE_NAME, FILE_DATA = 1, 2, 3, 4, 5, 6
@@ -79,7 +92,200 @@ def read_files_section(read):
     return files
 
 
-def request(header, body):
-    """One request: the length of the JSON header, the header (with ``size``), the body."""
-    text = json.dumps(dict(header, size=len(body))).encode()
+# -- the typed messages ----------------------------------------------------------------------
+VERSION = 1
+"""The protocol's version: a change to any record below changes it."""
+
+
+class ProtocolError(ValueError):
+    """A message this side cannot read: another version, or unknown or missing keys."""
+
+
+def _check(value: object, kind: object, where: tuple[str, str]) -> object:
+    """``value`` as ``kind`` says (a JSON int is accepted where a float is meant), or raise;
+    ``where``: the record's and the field's names, for the message."""
+    if type(value) is kind:  # the common case, first: a plain value of its exact type
+        return value
+    if isinstance(kind, types.UnionType):
+        if value is None and type(None) in kind.__args__:
+            return None
+        kind = next(option for option in kind.__args__ if option is not type(None))
+    if isinstance(kind, type) and issubclass(kind, Message):
+        if not isinstance(value, dict):
+            raise ProtocolError(f"{'.'.join(where)}: expected an object, got {value!r}")
+        return kind.from_wire(value)
+    if isinstance(kind, types.GenericAlias):  # list[str]
+        if not isinstance(value, list):
+            raise ProtocolError(f"{'.'.join(where)}: expected a list, got {value!r}")
+        return [_check(item, kind.__args__[0], where) for item in value]
+    if kind is float and type(value) is int:
+        return float(value)
+    if type(value) is not kind:  # (bool is not int here)
+        raise ProtocolError(f"{'.'.join(where)}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+class Message:
+    """What every message record shares: an exact JSON form, read strictly."""
+
+    def to_wire(self) -> dict:
+        """The record as JSON-ready data: every field, nested records as objects."""
+        return {
+            name: value.to_wire() if isinstance(value, Message) else value
+            for name in self.__dataclass_fields__
+            for value in (getattr(self, name),)
+        }
+
+    def to_json(self) -> bytes:
+        """The record as the UTF-8 JSON text a frame carries."""
+        return json.dumps(self.to_wire()).encode()
+
+    @classmethod
+    def from_wire(cls, data: dict) -> "Message":
+        """The record ``data`` holds; raises ``ProtocolError`` on a key too many or missing,
+        or a value of another type."""
+        names = cls.__dataclass_fields__
+        if data.keys() != names.keys():
+            unknown, missing = data.keys() - names.keys(), names.keys() - data.keys()
+            raise ProtocolError(
+                f"{cls.__name__}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}"
+            )
+        name = cls.__name__
+        return cls(**{key: _check(data[key], f.type, (name, key)) for key, f in names.items()})
+
+    @classmethod
+    def from_json(cls, text: bytes | str) -> "Message":
+        """The record in a frame's JSON text."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ProtocolError(f"{cls.__name__}: expected an object, got {data!r}")
+        return cls.from_wire(data)
+
+
+@dataclass(frozen=True)
+class SessionLimits(Message):
+    """A session's own limits, for its interpreter's whole life."""
+
+    memory_mb: int
+    cpu_budget: float
+
+
+@dataclass(frozen=True)
+class ZygoteLink(Message):
+    """What a zygote gets from the supervisor that started it: descriptors it inherited."""
+
+    socket: int  # its end of the supervisor's socket pair
+    report: int  # the memfd of the children's report page
+    heavy: bool  # it imports the preload modules
+
+
+@dataclass(frozen=True)
+class GuestConfig(Message):
+    """The guest program's configuration, built by the host (``supervisor_config``)."""
+
+    uid: int  # the sandbox uid and gid every snippet runs as
+    gid: int
+    output_cap: int  # bytes per stream and run
+    nofile: int  # RLIMIT_NOFILE of every snippet
+    fsize: int  # RLIMIT_FSIZE of every snippet
+    cpus: float  # the container's CPU quota: CPU time grows at most this fast
+    nproc: int | None  # RLIMIT_NPROC where the sandbox has a kernel of its own (gVisor)
+    preload: list[str]  # modules the heavy zygote imports
+    preload_at_start: bool  # the heavy zygote starts at once, not at the first heavy snippet
+    reuse: bool  # diagnostics only: the host decides reuse
+    bootstrap: str | None  # the program the supervisor starts its zygotes with
+    program: str = "supervisor"  # the module whose ``main`` runs: or "session", "zygote"
+    socket: str | None = None  # serve over a unix socket at this path (``bootstrap``)
+    session: SessionLimits | None = None  # the session program's limits
+    zygote: ZygoteLink | None = None  # a zygote's link to its supervisor
+    version: int = VERSION
+
+    @classmethod
+    def from_wire(cls, data: dict) -> "GuestConfig":
+        """The configuration ``data`` holds, once its version is this module's."""
+        version = data.get("version")
+        if version != VERSION:
+            raise ProtocolError(
+                f"the host speaks protocol version {version!r}, this guest {VERSION}: "
+                "the guest modules and their configuration come from different releases"
+            )
+        return super().from_wire(data)
+
+
+@dataclass(frozen=True)
+class RunRequest(Message):
+    """One run's header (host to supervisor): its limits and what to do around it."""
+
+    wall: float  # seconds of wall-clock time
+    cpu: float  # seconds of CPU time of the snippet's processes
+    memory_mb: int  # the snippet's share of address space
+    heavy: bool  # fork it from the zygote that preloaded sympy and numpy
+    last: bool  # the container is discarded after it: no clean-up to prove
+    argv: list[str] | None = None  # a program to exec instead of running the code
+    source: str | None = None  # where the code is written for ``argv``
+    install: str | None = None  # the compiler's output to copy into /box on exit 0
+    keep: bool = False  # keep /box: the request's later runs execute its program
+    then: int = 0  # requests of the same batch sent right after this one
+    files: bool = False  # input files follow the snippet body
+    fetch: list[str] = field(default_factory=list)  # run-directory files sent back
+    fetch_cap: int = 0  # bytes of fetched files in all
+    size: int = 0  # bytes of body after the header
+
+
+@dataclass(frozen=True)
+class RunReport(Message):
+    """One run's result (the ``RESULT`` frame), from the supervisor or the session program."""
+
+    exit_code: int  # 128 + N for a death by signal N, as a shell says
+    signal: int | None  # the signal from the kernel's wait status (never the code's word)
+    killed_for: str | None  # KILLED_WALL, KILLED_CPU, KILLED_OUTPUT or None
+    started: bool  # the child reached the code
+    memory_error: bool  # it ended with an uncaught MemoryError
+    oom_killed: bool  # the OOM killer acted in the container during the run
+    duration_ms: float
+    cpu_ms: float | None
+    max_rss_kb: int | None
+    strays: int  # processes the run left, killed
+    installed: bool = False  # the compiler's output is in /box
+    ended: bool = False  # a session's interpreter is gone
+
+
+@dataclass(frozen=True)
+class Skipped(Message):
+    """The ``RESULT`` of a batch's request the supervisor did not run (the batch stopped)."""
+
+    skipped: bool = True
+
+
+@dataclass(frozen=True)
+class Anomaly(Message):
+    """The ``RESULT`` of a request the guest program failed on: it retires the sandbox."""
+
+    anomaly: str
+
+
+def read_result(text: bytes | str) -> "RunReport | Skipped | Anomaly":
+    """The ``RESULT`` frame's record: a RunReport, Skipped or Anomaly."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ProtocolError(f"RESULT: expected an object, got {data!r}")
+    if "anomaly" in data:
+        return Anomaly.from_wire(data)
+    if "skipped" in data:
+        return Skipped.from_wire(data)
+    return RunReport.from_wire(data)
+
+
+@dataclass(frozen=True)
+class CleanupVerdict(Message):
+    """The ``CLEANUP`` frame: whether the container may serve again, and if not why."""
+
+    clean: bool
+    problems: list[str]
+    memory_grown_kb: int  # the memory charge's growth since ready (diagnostics)
+
+
+def encode_request(header: RunRequest, body: bytes) -> bytes:
+    """One request: the length of its JSON header (``size``: the body's), the header, the body."""
+    text = dataclasses.replace(header, size=len(body)).to_json()
     return len(text).to_bytes(4, "big") + text + body

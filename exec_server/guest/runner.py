@@ -27,7 +27,7 @@ def _read_exact(fd, n):
     return b"".join(chunks)
 
 
-def _install_stdin(data):
+def install_stdin(data):
     """Make ``data`` the process's fd 0 (an in-memory file, so any size fits)."""
     fd = os.memfd_create("stdin")
     os.write(fd, data)
@@ -36,7 +36,7 @@ def _install_stdin(data):
     os.close(fd)
 
 
-def _exit_code(exc):
+def exit_code(exc):
     code = exc.code
     if code is None:
         return 0
@@ -79,7 +79,7 @@ def _exec_program(report, code, stdin, argv, source):
         while view:
             view = view[os.write(fd, view) :]
         os.close(fd)
-    _install_stdin(stdin)
+    install_stdin(stdin)
     report[0] = REPORT_STARTED
     try:
         try:
@@ -146,7 +146,7 @@ def run(report, options=None):
         _write_files(read_files_section(lambda n: _read_exact(0, n)))
     if options.get("argv"):
         _exec_program(report, code, stdin, options["argv"], options.get("source"))
-    _install_stdin(stdin)  # fd 0 is the snippet's from here on
+    install_stdin(stdin)  # fd 0 is the snippet's from here on
     sys.argv = ["-c"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     status, memory_error = 0, False
@@ -154,7 +154,7 @@ def run(report, options=None):
     try:
         exec(compile(code, "<string>", "exec"), namespace)
     except SystemExit as exc:
-        status = _exit_code(exc)
+        status = exit_code(exc)
     except BaseException as exc:  # noqa: BLE001 - report every failure like the interpreter
         memory_error = isinstance(exc, MemoryError)
         print_traceback(exc)

@@ -36,96 +36,59 @@ The code and input never pass through the supervisor's memory (they are spliced 
 the child's memfd), and child output passes through one buffer that is zeroed after each run;
 the children are copies of a zygote, which never held a snippet's code, input or output.
 
+The guest kit does the work the session program shares: ``processes`` (listing and killing the
+sandbox uid's processes), ``stdio`` (framed requests and output), ``watch`` (the wall, CPU and
+output limits of a run) and ``cleanup`` (the proof that the container is clean); the messages
+are ``protocol``'s records.
+
 Being PID 1 makes the supervisor the reaper of every orphan (docker-init is not used; gVisor
 refuses ``PR_SET_CHILD_SUBREAPER``), and its death ends every process in the container.
 """
 
-import ctypes
-import errno
-import functools
+import dataclasses
 import gc
 import json
-import math
 import mmap
 import os
-import select
 import signal
 import socket
-import stat
 import sys
 import time
 
 from . import zygote
+from .cleanup import Baseline, Counters, prove_clean, wipe_writable
+from .processes import (
+    CLOCK_TICKS,
+    become_reaper,
+    cpu_ticks,
+    exit_status,
+    kill_uid,
+    snippet_processes,
+)
 from .protocol import (
     CLEANUP,
-    ERRORS,
-    FILE_DATA,
     FILE_NAME,
     KILLED_CPU,
     KILLED_OUTPUT,
-    KILLED_WALL,
-    OUTPUT,
     READY_MARKER,
     REPORT_MEMORY_ERROR,
     REPORT_STARTED,
     RESULT,
+    Anomaly,
+    CleanupVerdict,
+    RunReport,
+    Skipped,
+    ZygoteLink,
     frame,
 )
+from .stdio import Output, read_request, receive_body, scrub, send, skip_body, write_all
+from .watch import DRAIN_SECONDS, Clock, RunEnd, backstop_fired, drain, physical_cpu, watch
 
-CHUNK = 65536
 PROGRAM_DIR = "/box"  # compiled programs: root's, executable (/tmp is noexec), not wiped
-WRITABLE = "/tmp"
-KILL_SECONDS = 2.0  # longest wait for SIGKILLed processes to vanish
-DRAIN_SECONDS = 1.0  # longest wait for pipe EOF once the child is dead
-DRAIN_TICK = 0.02  # a pipe open and quiet this long once the child is dead: a stray holds it
 ORPHAN_TICK = 0.01  # how often the exit of a child whose zygote died is looked for
-MAX_TREE_DEPTH = 64
-PR_SET_CHILD_SUBREAPER = 36
-OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
-# The cgroup's memory charge (cgroup v1, v2) and its breakdown (to leave out the page cache).
-MEMORY_FILES = (
-    ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory/memory.stat", b"total_"),
-    ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", b""),
-)
-MEMORY_MARGIN = 16 * 1024 * 1024  # charge a clean container may gain (slab, page tables)
-# Counters of the network namespace: they change only when a snippet uses the network, and a
-# snippet can set them to values the next one reads (see docs/process-mode.md).
-NET_COUNTERS = ("/proc/net/snmp", "/proc/net/snmp6", "/proc/net/netstat", "/proc/net/dev")
-# The namespace's socket counts ("sockets: used", "inuse", "tw": per network namespace; the
-# other figures are the machine's). Listing the sockets instead (/proc/net/tcp) walks the host's
-# whole TCP hash table: about 0.6 ms per file per read here. gVisor has no sockstat: its own
-# socket lists are short, and are read instead.
-SOCKSTAT = ("/proc/net/sockstat", "/proc/net/sockstat6")
-SOCKSTAT_PER_NAMESPACE = (b"used", b"inuse", b"tw")
-INET_SOCKETS = ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6")
-# Served over the network (listener.py), the only counters compared (see _local_use): by
-# protocol in /proc/net/snmp, by name in /proc/net/snmp6.
-LOCAL_USE = {
-    b"Tcp": (b"ActiveOpens", b"PassiveOpens", b"AttemptFails", b"CurrEstab"),
-    b"Udp": (b"InDatagrams", b"OutDatagrams", b"RcvbufErrors", b"SndbufErrors"),
-    b"UdpLite": (b"InDatagrams", b"OutDatagrams", b"RcvbufErrors", b"SndbufErrors"),
-    b"Icmp": (b"OutEchos",),
-}
-LOCAL_USE6 = frozenset(
-    {
-        b"Udp6InDatagrams",
-        b"Udp6OutDatagrams",
-        b"Udp6RcvbufErrors",
-        b"Udp6SndbufErrors",
-        b"UdpLite6InDatagrams",
-        b"UdpLite6OutDatagrams",
-        b"Icmp6OutEchos",
-    }
-)
-SYSV_FILES = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-STATUS_KEYS = (b"Stat", b"Uid:", b"Thre")  # State, Uid, Threads
+# The guest modules a zygote is started with (``_zygote_command``).
+ZYGOTE_MODULES = ("protocol", "runner", "zygote")
 
-_buffer = bytearray(8 + CHUNK)  # where child output is read into; zeroed after each run
-# Output frames wait here to leave with the next ones (most runs: one write for all their
-# output and the result, where a write to the engine's pipe costs a context switch or two).
-_pending = bytearray(2 * CHUNK)
-_dirty = {"buffer": 0, "pending": 0}  # how much of each a run wrote: what the zeroing clears
 # The children's report page (see protocol): a memfd, which each zygote maps for its children
 # (``zygote.main``) and the supervisor reads and resets with pread and pwrite (no mapping: mmap
 # would hold a second descriptor of it).
@@ -142,57 +105,6 @@ def _clear_report():
     os.pwrite(_report_fd, b"\0\0", 0)
 
 
-# The guest modules a zygote is started with (``_zygote_command``).
-ZYGOTE_MODULES = ("protocol", "runner", "zygote")
-
-
-def _write_all(data, fd=1):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _send(kind, data):
-    _write_all(frame(kind, data))
-
-
-def _read_exact(n):
-    chunks = []
-    while n:
-        chunk = os.read(0, n)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-_splice_works = True  # until it fails: stdin is a socket (splice needs a pipe at one end)
-
-
-def _receive_body(fd, size):
-    """Move the snippet body from stdin into the child's memfd, spliced so that it never
-    passes through this process's memory where it can (over the host's socket, and in gVisor,
-    it cannot: there it passes through the output buffer, which is zeroed after every run)."""
-    global _splice_works
-    while size:
-        moved = None
-        if _splice_works:
-            try:
-                moved = os.splice(0, fd, size)
-            except OSError as exc:
-                if exc.errno not in (errno.EINVAL, errno.ENOSYS):
-                    raise
-                _splice_works = False  # not tried again: a failed call per run costs
-        if moved is None:
-            moved = os.readv(0, [memoryview(_buffer)[: min(size, len(_buffer))]])
-            _dirty["buffer"] = max(_dirty["buffer"], moved)
-            _write_all(memoryview(_buffer)[:moved], fd)
-        if not moved:
-            raise EOFError("stdin closed inside a request")
-        size -= moved
-
-
 def _zygote_command(config, heavy, sock_fd):
     """The command that starts a zygote: the supervisor's interpreter and options (as the host
     started it: ``-c`` and the starting program follow them), ``bootstrap`` with the zygote's
@@ -200,10 +112,15 @@ def _zygote_command(config, heavy, sock_fd):
     options = sys.orig_argv[1 : sys.orig_argv.index("-c")]
     sources = sys.modules["boxed_guest"].sources
     modules = {name: sources[name] for name in ZYGOTE_MODULES}
-    own = {key: value for key, value in config.items() if key not in ("socket", "bootstrap")}
-    own.update(program="zygote", zygote={"socket": sock_fd, "report": _report_fd, "heavy": heavy})
-    arguments = [json.dumps(modules), json.dumps(own)]
-    return [sys.executable, *options, "-c", config["bootstrap"], *arguments]
+    own = dataclasses.replace(
+        config,
+        program="zygote",
+        socket=None,
+        bootstrap=None,
+        zygote=ZygoteLink(socket=sock_fd, report=_report_fd, heavy=heavy),
+    )
+    arguments = [json.dumps(modules), json.dumps(own.to_wire())]
+    return [sys.executable, *options, "-c", config.bootstrap, *arguments]
 
 
 class _Zygote:
@@ -309,7 +226,7 @@ class _Child:
     def hand_over(self, limits):
         """Give the child its limits: it runs the snippet already spliced into its memfd."""
         try:
-            _write_all(zygote.hand_over_text(limits), self.go_w)
+            write_all(zygote.hand_over_text(limits), self.go_w)
         except BrokenPipeError:  # it died in its set-up: say why
             os.set_blocking(self.err_r, False)
             try:
@@ -348,495 +265,99 @@ class _Child:
             self.close(fd)
 
 
-# -- watching a run --------------------------------------------------------------------------
-class _Run:
-    """Forwards the child's pipes to the host with a per-stream cap."""
+# -- one run ---------------------------------------------------------------------------------
+class _ChildEnd(RunEnd):
+    """A child's end as ``watch`` sees it: its zygote's report, or (its zygote gone) its
+    exit looked for every ORPHAN_TICK."""
 
-    def __init__(self, child, cap):
+    def __init__(self, child):
         self.child = child
-        self.kinds = {child.out_r: OUTPUT, child.err_r: ERRORS}
-        self.sent = {OUTPUT: 0, ERRORS: 0}
-        self.cap = cap
-        self.queued = 0  # bytes of frames in _pending
+        self.fds = (child.exit_fd,)
 
-    def queue(self, data):
-        """Send ``data`` (whole frames) with the next write, or now if it does not fit."""
-        if self.queued + len(data) > len(_pending):
-            self.flush()
-        if len(data) > len(_pending):
-            _write_all(data)
-            return
-        _pending[self.queued : self.queued + len(data)] = data
-        self.queued += len(data)
-        _dirty["pending"] = max(_dirty["pending"], self.queued)
+    def over(self):
+        return self.child.orphaned and self.child.has_ended()
 
-    def flush(self):
-        if self.queued:
-            _write_all(memoryview(_pending)[: self.queued])
-            self.queued = 0
+    def tick(self):
+        return ORPHAN_TICK if self.child.orphaned else None
 
-    @property
-    def over_cap(self):
-        return max(self.sent.values()) > self.cap
-
-    def forward(self, fd):
-        """Send one chunk of ``fd`` on; False at end of file or once the stream passed its cap."""
-        view = memoryview(_buffer)
-        n = os.readv(fd, [view[8:]])
-        if not n:
-            return False
-        _dirty["buffer"] = max(_dirty["buffer"], 8 + n)
-        kind = self.kinds[fd]
-        count = min(n, self.cap + 1 - self.sent[kind])
-        if count > 0:
-            view[0:8] = bytes((kind, 0, 0, 0)) + count.to_bytes(4, "big")
-            self.queue(view[: 8 + count])
-            self.sent[kind] += count
-        return self.sent[kind] <= self.cap
-
-    def drain(self, deadline, uid):
-        """Forward what is left in the pipes until every writer is gone (EOF); the pids of the
-        uid found while a pipe stayed open and quiet (none: no stray was missed).
-
-        The child is reaped by now and a dead process holds no descriptor, so a pipe still open
-        is held by a live process of the uid: one forked while the first kill went round (no
-        kernel promises that a group kill races no fork; gVisor's does not), or one the process
-        list showed as a zombie. Each quiet tick kills the uid's processes again instead of
-        waiting the whole deadline for them."""
-        for fd in list(self.kinds):
-            os.set_blocking(fd, False)
-        found = set()
-        while self.kinds and (now := time.monotonic()) < deadline:
-            readable, _, _ = select.select(
-                list(self.kinds), [], [], min(deadline - now, DRAIN_TICK)
-            )
-            if not readable:
-                found |= _kill_uid(uid)
-            for fd in readable:
-                try:
-                    if not self.forward(fd):
-                        self.close(fd)
-                except BlockingIOError:
-                    continue
-        return found
-
-    def close(self, fd):
-        if self.kinds.pop(fd, None) is not None:
-            self.child.close(fd)
-
-    def close_all(self):
-        for fd in list(self.kinds):
-            self.close(fd)
+    def event(self, fd):
+        ended = self.child.has_ended()
+        return ended, not self.child.orphaned  # orphaned: no more reports, looked at per tick
 
 
-def _open_first(paths):
-    """A descriptor of the first of ``paths`` that opens, or None."""
-    for path in paths:
-        try:
-            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue
-    return None
+def _handed_limits(header):
+    """What the child gets at the hand-over: the run's limits and how to run it."""
+    handed = {"cpu": header.cpu, "memory_mb": header.memory_mb}
+    for key in ("argv", "source", "files"):
+        if getattr(header, key):
+            handed[key] = getattr(header, key)
+    return handed
 
 
-def _read_at_start(fd):
-    """The whole of a /proc or cgroup file through a descriptor kept open (no open per run)."""
-    chunks, offset = [], 0
-    while chunk := os.pread(fd, 65536, offset):
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
-class _Counters:
-    """The files read after every run, opened once (an open costs more than the read): the
-    cgroup's OOM-kill counter and memory charge, the System V IPC tables, the network
-    namespace's counters and sockets."""
-
-    def __init__(self):
-        self.oom = _open_first(OOM_FILES)
-        self.sysv = _open_each(SYSV_FILES)
-        self.memory = None  # (usage fd, stat fd, stat key prefix) of the cgroup, if any
-        for usage_path, stat_path, prefix in MEMORY_FILES:
-            usage, stat = _open_first([usage_path]), _open_first([stat_path])
-            if usage is not None and stat is not None:
-                self.memory = (usage, stat, prefix)
-                break
-            for fd in (usage, stat):
-                if fd is not None:
-                    os.close(fd)
-        self.net = _open_each(NET_COUNTERS)
-        self.sockstat = _open_each(SOCKSTAT)
-        self.inet = [] if self.sockstat else _open_named(INET_SOCKETS)
-        self.unix = _open_first(["/proc/net/unix"])
-        self.fds = (
-            {
-                fd
-                for fd in (self.oom, self.unix, *self.sysv, *self.net, *self.sockstat)
-                if fd is not None
-            }
-            | {fd for fd, _ in self.inet}
-            | set((self.memory or ())[:2])
-        )
-
-    def oom_kills(self):
-        if self.oom is None:
-            return None
-        for line in _read_at_start(self.oom).splitlines():
-            key, _, value = line.partition(b" ")
-            if key == b"oom_kill":
-                return int(value)
-        return None
-
-    def sysv_objects_left(self):
-        """Whether any System V IPC object exists (each table has a header line)."""
-        return any(_read_at_start(fd).count(b"\n") > 1 for fd in self.sysv)
-
-    def memory_charged(self):
-        """The cgroup's memory charge less its page cache (bytes; None where there is no cgroup
-        file, as under gVisor): what processes, memfds, sockets and the kernel's objects hold."""
-        if self.memory is None:
-            return None
-        usage_fd, stat_fd, prefix = self.memory
-        try:
-            usage = int(_read_at_start(usage_fd))
-            stat = dict(line.split() for line in _read_at_start(stat_fd).splitlines())
-        except ValueError:
-            return None
-        kinds = (b"active_file", b"inactive_file")
-        return usage - sum(int(stat.get(prefix + kind, 0)) for kind in kinds)
-
-    def net_counters(self):
-        texts = [_read_at_start(fd) for fd in self.net]
-        return _local_use(texts) if _own_connection() else texts
-
-    def socket_counts(self):
-        """The namespace's own socket counts from sockstat: ((protocol, key, value), ...)."""
-        counts = []
-        for fd in self.sockstat:
-            for line in _read_at_start(fd).splitlines():
-                protocol, _, rest = line.partition(b":")
-                fields = rest.split()
-                counts += [
-                    (protocol, key, value)
-                    for key, value in zip(fields[::2], fields[1::2], strict=False)
-                    if key in SOCKSTAT_PER_NAMESPACE
-                ]
-        return tuple(counts)
-
-    def sockets_listed(self):
-        """Where there is no sockstat: the sockets each inet table lists (less its header)."""
-        found = []
-        own = _own_connection()  # not a socket left: the one this supervisor is served over
-        for fd, path in self.inet:
-            rows = [tuple(line.split()[1:3]) for line in _read_at_start(fd).splitlines()[1:]]
-            left = sum(row not in own for row in rows)
-            if left > 0:
-                found.append(f"{left} sockets left in {path}")
-        return found
-
-    def unix_sockets_bound(self):
-        if self.unix is None:
-            return []
-        lines = _read_at_start(self.unix).splitlines()[1:]
-        return [fields[7] for fields in map(bytes.split, lines) if len(fields) > 7]
-
-
-def _socket_key(address):
-    """A socket address as /proc/net/tcp* writes it: the address's 32-bit words, each in host
-    byte order (little-endian here), in hex, then the port."""
-    host, port = address[0], address[1]
-    packed = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
-    words = "".join(packed[i : i + 4][::-1].hex().upper() for i in range(0, len(packed), 4))
-    return f"{words}:{port:04X}".encode()
-
-
-@functools.cache
-def _own_connection():
-    """Both ends of the TCP connection this supervisor is served over (``listener.py``), as
-    (local, remote) pairs of /proc/net/tcp*; empty when its stdin is no TCP socket (Docker's
-    attach stream is a pipe, the Docker backends' own socket a unix one)."""
-    if not stat.S_ISSOCK(os.fstat(0).st_mode):
-        return frozenset()
-    sock = socket.socket(fileno=os.dup(0))
-    try:
-        if sock.family not in (socket.AF_INET, socket.AF_INET6):
-            return frozenset()
-        here, there = _socket_key(sock.getsockname()), _socket_key(sock.getpeername())
-    except (OSError, ValueError):
-        return frozenset()
-    finally:
-        sock.close()
-    return frozenset({(here, there), (there, here)})  # the host's end may be listed here too
-
-
-def _local_use(texts):
-    """Of the network counters, those that move only when a process of the sandbox opens,
-    sends on or receives on a socket of its own (raw and packet sockets need capabilities the
-    snippet lacks). Served over the network, the host's own connection and what the cluster
-    sends the pod (probes, refused connections) move the traffic counters all the time."""
-    kept = []
-    for text in texts:
-        lines = text.splitlines()
-        if not lines or lines[0].startswith(b"Inter-"):  # /proc/net/dev: traffic only
-            continue
-        if lines[0].split(b" ", 1)[0].endswith(b":"):  # snmp, netstat: names, then values
-            for names, values in zip(lines[::2], lines[1::2], strict=False):
-                proto, *fields = names.split()
-                row = dict(zip(fields, values.split()[1:], strict=False))
-                kept += [(proto, name, row.get(name)) for name in LOCAL_USE.get(proto[:-1], ())]
-        else:  # snmp6: a name and a value per line
-            kept += [line for line in lines if line.partition(b" ")[0] in LOCAL_USE6]
-    return kept
-
-
-def _open_named(paths):
-    """(descriptor, path) of those of ``paths`` that open."""
-    return [(fd, path) for fd, path in ((_open_first([p]), p) for p in paths) if fd is not None]
-
-
-def _open_each(paths):
-    """Descriptors of those of ``paths`` that open."""
-    return [fd for fd, _ in _open_named(paths)]
-
-
-def _processes():
-    """Every process but this one (PID 1): pid -> (real uid, state letter, threads).
-
-    From /proc/<pid>/status, which names the real uid even of a process that made itself
-    non-dumpable (its /proc directory then belongs to root)."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or name == "1":
-            continue
-        try:
-            lines = _read_small(f"/proc/{name}/status").split(b"\n")
-            fields = dict(line.split(b":", 1) for line in lines if line[:4] in STATUS_KEYS)
-            found[int(name)] = (
-                int(fields[b"Uid"].split()[0]),
-                fields[b"State"].split()[0].decode(),
-                int(fields.get(b"Threads", b"1")),
-            )
-        except (OSError, KeyError, ValueError, IndexError):
-            continue  # gone meanwhile
-    return found
-
-
-def _read_small(path):
-    """A small /proc file, in one read (no buffered file object: it costs a run four more
-    system calls and the objects of a file per process looked at)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.read(fd, 65536)
-    finally:
-        os.close(fd)
-
-
-def _snippet_processes(uid):
-    """The processes of the sandbox uid: everything the snippet started (zombies included):
-    pid -> whether it is alive (a zombie whose main thread ended while others run is)."""
-    return {
-        pid: state != "Z" or threads > 1
-        for pid, (owner, state, threads) in _processes().items()
-        if owner == uid
-    }
-
-
-def _cpu_ticks(pids):
-    """CPU clock ticks of ``pids`` (live or zombie), with those of the children they reaped."""
-    total = 0
-    for pid in pids:
-        try:
-            stat = _read_small(f"/proc/{pid}/stat")
-            total += sum(int(t) for t in stat.rpartition(b")")[2].split()[11:15])
-        except (OSError, ValueError):
-            continue  # reaped meanwhile: its time is in its reaper's
-    return total
-
-
-def _reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _kill_uid(uid):
-    """SIGKILL every process of the sandbox uid (by pid: ``kill(-1)`` would take the zygote
-    too, and a helper process could not be forked under a fork bomb); the pids found."""
-    found = _snippet_processes(uid)
-    for pid in found:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return found.keys()
-
-
-def _kill_all(uid):
-    """Kill and reap every process of the sandbox uid; True when none is left."""
-    deadline = time.monotonic() + KILL_SECONDS
-    while True:
-        _reap()
-        if not _snippet_processes(uid):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        _kill_uid(uid)
-        time.sleep(0.001)
-
-
-def _tree_cpu_seconds(uid, ticks_at_start, ceiling):
-    """CPU time of the snippet's processes so far, less what they had at the start, at most
-    ``ceiling`` (see ``_physical_cpu``)."""
-    return _physical_cpu(
-        max(_cpu_ticks(_snippet_processes(uid)) - ticks_at_start, 0) / CLOCK_TICKS, ceiling
-    )
-
-
-def _backstop_fired(exit_code, counted, cpu_limit):
-    """Whether the kernel's RLIMIT_CPU backstop ended the child: a SIGXCPU death (or the SIGKILL
-    at the hard limit) with at least the limit spent, as the kernel that enforces the rlimit
-    counts it, before ``_physical_cpu``'s cap. gVisor's count runs ahead of the CPU the threads
-    got while they wait for a core, so its backstop can fire while the capped figure is still
-    under the limit (64 spinning threads on a loaded machine): that is the limit's verdict
-    too. A snippet that signals itself before it spent its budget keeps its own verdict."""
-    return exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL) and counted >= cpu_limit
-
-
-def _physical_cpu(seconds, ceiling):
-    """``seconds`` of counted CPU time, at most ``ceiling``: the container's CPU quota times the
-    wall time, all the CPU its processes can have had. gVisor counts a task's time in the
-    application even while the host has it waiting for a CPU, so with more busy processes than
-    CPUs it counts several times what they got (a fork bomb: 100 s of CPU in 3 s of wall time);
-    runc's kernel counts what they got, which the quota bounds (to within the scheduler's
-    slack). Capped, the same code gets the same CPU time, and CPU verdict, on both."""
-    return min(seconds, ceiling)
-
-
-class _ChildExits:
-    """Wakes the supervisor's poll when any child ends: SIGCHLD through a wake-up pipe (gVisor
-    has no pidfd_open). The children restore the signal dispositions they inherit."""
-
-    def __init__(self):
-        self.read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self.fds = {self.read_fd, write_fd}
-        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-
-    def drain(self):
-        try:
-            while os.read(self.read_fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
-
-
-def _serve_one(header, child, config, counters):
-    _receive_body(child.body_fd, int(header["size"]))
-    uid = int(config["uid"])
-    wall, cpu_limit = float(header["wall"]), float(header["cpu"])
-    cpus = float(config["cpus"])  # the container's CPU quota: CPU time grows at most this fast
+def _end_run(child, output, uid, killed_for):
+    """Kill what is left of the run, reap the child and drain its pipes: (wait status, CPU
+    seconds counted, peak RSS in KiB, the strays found)."""
     pid = child.pid
-    run = _Run(child, int(config["output_cap"]))
-    poller = select.poll()
-    for fd in (child.out_r, child.err_r, child.exit_fd):
-        poller.register(fd, select.POLLIN)
-    _clear_report()
-    oom_before = counters.oom_kills()
-    ticks_at_start = _cpu_ticks([pid])  # the child's own set-up (it is alone: proven clean)
-    started = time.monotonic()
-    handed = {"cpu": cpu_limit, "memory_mb": int(header["memory_mb"])}
-    handed.update((key, header[key]) for key in ("argv", "source", "files") if header.get(key))
-    child.hand_over(handed)
-    killed_for, exited = None, False
-    deadline = started + wall
-    cpu_check = started + cpu_limit / cpus  # no earlier moment can see the budget spent
-    while not exited and killed_for is None:
-        now = time.monotonic()
-        if child.orphaned and child.has_ended():
-            break
-        if now >= deadline:
-            killed_for = KILLED_WALL
-            break
-        if now >= cpu_check:
-            left = cpu_limit - _tree_cpu_seconds(uid, ticks_at_start, cpus * (now - started))
-            if left <= 0:
-                killed_for = KILLED_CPU
-                break
-            cpu_check = now + max(left / cpus, 0.01)
-        wake = min(deadline, cpu_check, now + ORPHAN_TICK if child.orphaned else deadline)
-        for fd, _ in poller.poll(math.ceil((wake - now) * 1000)):
-            if fd == child.exit_fd:
-                exited = child.has_ended()
-                if child.orphaned:  # no more reports: looked at every tick instead
-                    poller.unregister(fd)
-            elif fd in run.kinds and not run.forward(fd):
-                poller.unregister(fd)
-                run.close(fd)
-            if run.over_cap:
-                killed_for = KILLED_OUTPUT
-                break
-    duration_ms = (time.monotonic() - started) * 1000
     if killed_for:
         try:  # its own session and group first, in one call: a fork bomb stops spinning before
             os.killpg(pid, signal.SIGKILL)  # the process list is read (gVisor reads it slowly)
         except ProcessLookupError:
             pass
     # Whatever the snippet left running is a stray: it is killed now, before anything else.
-    others = _snippet_processes(uid)
+    others = snippet_processes(uid)
     strays = [p for p, alive in others.items() if p != pid and alive]
     if killed_for or strays:
-        _kill_uid(uid)  # then everything else of its uid, wherever it moved to
-    stray_ticks = _cpu_ticks(p for p in others if p != pid)  # a killed process's stay readable
+        kill_uid(uid)  # then everything else of its uid, wherever it moved to
+    stray_ticks = cpu_ticks(p for p in others if p != pid)  # a killed process's stay readable
     wait_status, child_cpu, max_rss_kb = child.wait()
-    missed = run.drain(time.monotonic() + DRAIN_SECONDS, uid) - {pid}
+    missed = drain(output, time.monotonic() + DRAIN_SECONDS, uid) - {pid}
     if missed and not strays:
         strays = sorted(missed)  # held a pipe open: alive, whatever the process list said
-    run.close_all()
-    if run.over_cap and not killed_for:
+    output.close_all()
+    return wait_status, child_cpu + stray_ticks / CLOCK_TICKS, max_rss_kb, strays
+
+
+def _serve_one(header, child, config, counters):
+    """Run the request's snippet in ``child``, forward its output and queue its RESULT;
+    whether it ended by itself, alone (no stray, no limit)."""
+    receive_body(child.body_fd, header.size)
+    uid, cpus = config.uid, config.cpus  # cpus: CPU time grows at most this fast
+    output = Output(child.out_r, child.err_r, config.output_cap, on_close=child.close)
+    _clear_report()
+    oom_before = counters.oom_kills()
+    ticks_at_start = cpu_ticks([child.pid])  # the child's own set-up (it is alone: proven clean)
+    clock = Clock(uid, header.wall, header.cpu, cpus, ticks_at_start)
+    child.hand_over(_handed_limits(header))
+    killed_for = watch(clock, output, _ChildEnd(child))
+    duration_ms = (time.monotonic() - clock.started) * 1000
+    wait_status, counted, max_rss_kb, strays = _end_run(child, output, uid, killed_for)
+    if output.over_cap and not killed_for:
         killed_for = KILLED_OUTPUT  # it flooded and exited before we read past the cap
-    exit_code = os.waitstatus_to_exitcode(wait_status)
-    signum = -exit_code if exit_code < 0 else None  # the kernel's word: no exit code forges it
-    if exit_code < 0:
-        exit_code = 128 - exit_code  # as a shell reports a signal death
-    counted = child_cpu + stray_ticks / CLOCK_TICKS
-    cpu_seconds = _physical_cpu(counted, cpus * duration_ms / 1000)
-    if killed_for is None and _backstop_fired(exit_code, counted, cpu_limit):
+    exit_code, signum = exit_status(wait_status)
+    if killed_for is None and backstop_fired(exit_code, counted, header.cpu):
         killed_for = KILLED_CPU
     oom_after = counters.oom_kills()
-    installed, fetched = False, {}
-    if header.get("install") and exit_code == 0 and killed_for is None and not strays:
-        _install_program(header["install"], uid, int(config["gid"]))
-        installed = True
-    if header.get("fetch"):
-        fetched = _fetch_files(header["fetch"], int(header["fetch_cap"]), run, uid, config)
+    installed = bool(header.install and exit_code == 0 and killed_for is None and not strays)
+    if installed:
+        _install_program(header.install, uid, config.gid)
+    if header.fetch:
+        _fetch_files(header.fetch, header.fetch_cap, output, uid, config.gid)
     report = _report()
-    run.queue(
-        frame(
-            RESULT,
-            json.dumps(
-                {
-                    "exit_code": exit_code,
-                    "signal": signum,
-                    "killed_for": killed_for,
-                    "started": report[0] == REPORT_STARTED,
-                    "memory_error": report[1] == REPORT_MEMORY_ERROR,
-                    "oom_killed": oom_before is not None and (oom_after or 0) > oom_before,
-                    "duration_ms": round(duration_ms, 2),
-                    "cpu_ms": round(cpu_seconds * 1000, 1),
-                    "max_rss_kb": max_rss_kb,
-                    "strays": len(strays),
-                    "installed": installed,
-                    "fetched": fetched,
-                }
-            ).encode(),
-        )
+    result = RunReport(
+        exit_code=exit_code,
+        signal=signum,
+        killed_for=killed_for,
+        started=report[0] == REPORT_STARTED,
+        memory_error=report[1] == REPORT_MEMORY_ERROR,
+        oom_killed=oom_before is not None and (oom_after or 0) > oom_before,
+        duration_ms=round(duration_ms, 2),
+        cpu_ms=round(physical_cpu(counted, cpus * duration_ms / 1000) * 1000, 1),
+        max_rss_kb=max_rss_kb,
+        strays=len(strays),
+        installed=installed,
     )
-    run.flush()
+    output.queue(frame(RESULT, result.to_json()))
+    output.flush()
     # Listed after the child's exit: with no stray then, nothing of the snippet's but zombies
     # can exist any more (a zombie forks nothing), so the clean-up need not hunt for processes.
     return not strays and killed_for is None
@@ -876,13 +397,12 @@ def _install_program(name, uid, gid):
         os.close(source)
 
 
-def _fetch_files(names, cap, run, uid, config):
+def _fetch_files(names, cap, output, uid, gid):
     """Send the run directory's files ``names`` to the host (FILE_NAME, then FILE_DATA frames
     through the zeroed buffer, as output is), read with the sandbox uid's rights, ``cap``
-    bytes in all: {name: bytes sent, or None when it is not a regular file there}."""
-    sizes, left = {}, cap
-    view = memoryview(_buffer)
-    os.setegid(int(config["gid"]))
+    bytes in all; a name that is not a regular file there is left out."""
+    left = cap
+    os.setegid(gid)
     os.seteuid(uid)
     try:
         for name in names:
@@ -890,26 +410,16 @@ def _fetch_files(names, cap, run, uid, config):
             try:
                 fd = os.open(os.path.join(zygote.RUN_DIR, name), flags)
             except OSError:
-                sizes[name] = None
                 continue
             try:
                 if not os.path.isfile(f"/proc/self/fd/{fd}"):
-                    sizes[name] = None
                     continue
-                run.queue(frame(FILE_NAME, name.encode()))
-                sent = 0
-                while left > 0 and (n := os.readv(fd, [view[8 : 8 + min(CHUNK, left)]])):
-                    _dirty["buffer"] = max(_dirty["buffer"], 8 + n)
-                    view[0:8] = bytes((FILE_DATA, 0, 0, 0)) + n.to_bytes(4, "big")
-                    run.queue(view[: 8 + n])
-                    sent, left = sent + n, left - n
-                sizes[name] = sent
+                left = output.queue_file(fd, frame(FILE_NAME, name.encode()), left)
             finally:
                 os.close(fd)
     finally:
         os.seteuid(0)
         os.setegid(0)
-    return sizes
 
 
 def _drop_programs():
@@ -926,85 +436,7 @@ def _drop_programs():
 
 
 # -- proving the container clean -------------------------------------------------------------
-class _Baseline:
-    """What this container looks like clean: measured once, before its first child exists."""
-
-    def __init__(self, counters):
-        self.counters = counters
-        self.oom_kills = counters.oom_kills()
-        self.memory = counters.memory_charged()
-        self.net = counters.net_counters()
-        self.sockets = counters.socket_counts()
-        self.memory_grown = 0  # the last check's finding (reported, for the margin's sake)
-
-    def problems(self):
-        """What the snippet left that no process holds: each retires the container."""
-        counters, found = self.counters, []
-        if self.oom_kills is not None and counters.oom_kills() != self.oom_kills:
-            # the victim may have been the zygote, or memory charged beyond the snippet's
-            found.append("the OOM killer acted in this container")
-        if counters.net_counters() != self.net:
-            found.append("the network counters moved: a snippet used the network")
-        # Sockets that outlived every process of the snippet (held by descriptors in flight in
-        # a unix socket sent into itself, or in TIME_WAIT).
-        sockets = counters.socket_counts()
-        if sockets != self.sockets:
-            moved = sorted(set(sockets) - set(self.sockets))
-            found.append(f"sockets left in the network namespace: {_text(moved)}")
-        found += counters.sockets_listed()
-        bound = counters.unix_sockets_bound()
-        if bound:
-            found.append(f"{len(bound)} unix sockets still bound (first: {bound[0][:40]!r})")
-        memory = counters.memory_charged()
-        if self.memory is not None and memory is not None:
-            self.memory_grown = memory - self.memory
-            if self.memory_grown > MEMORY_MARGIN:
-                found.append(
-                    f"{self.memory_grown >> 20} MiB more memory charged than when ready "
-                    "(memory no process holds)"
-                )
-        return found
-
-
-def _text(counts):
-    return ", ".join(f"{p.decode()} {k.decode()} {v.decode()}" for p, k, v in counts)
-
-
-def _wipe_dir(dir_fd, depth):
-    if depth > MAX_TREE_DEPTH:
-        raise RuntimeError("directory tree too deep to wipe")
-    for entry in list(os.scandir(dir_fd)):
-        if entry.is_dir(follow_symlinks=False):
-            os.chmod(entry.name, 0o700, dir_fd=dir_fd)
-            sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
-            try:
-                _wipe_dir(sub, depth + 1)
-            finally:
-                os.close(sub)
-            os.rmdir(entry.name, dir_fd=dir_fd)
-        else:
-            os.unlink(entry.name, dir_fd=dir_fd)
-
-
-def _wipe_writable(uid, gid):
-    """Empty /tmp with the sandbox uid's file rights (no capability bypasses file modes): the
-    effective ids are the sandbox's meanwhile, and every process of that uid is dead by now."""
-    os.setegid(gid)
-    os.seteuid(uid)
-    try:
-        fd = os.open(WRITABLE, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            _wipe_dir(fd, 0)
-        finally:
-            os.close(fd)
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
-    if os.geteuid() != 0 or os.getegid() != 0:
-        raise RuntimeError("could not restore the effective ids")
-
-
-def _problems(uid, gid, zygotes, counters, alone, baseline):
+def _problems(config, zygotes, counters, alone, baseline):
     """Everything that keeps this container from serving another snippet (empty: clean).
 
     ``alone``: the run already proved that the snippet left no process but zombies."""
@@ -1016,48 +448,29 @@ def _problems(uid, gid, zygotes, counters, alone, baseline):
                 found.append("a zygote died")
         except ChildProcessError:
             found.append("a zygote is gone")
-    if alone:
-        _reap()
-    else:
-        if not _kill_all(uid):
-            found.append(f"processes survived SIGKILL: {sorted(_snippet_processes(uid))}")
-        others = set(_processes()) - {parent.pid for parent in zygotes}
-        if others:
-            found.append(f"unexpected processes: {sorted(others)}")
-    try:
-        _wipe_writable(uid, gid)
-    except (OSError, RuntimeError) as exc:
-        found.append(f"cannot empty {WRITABLE}: {exc!r}")
-    if os.listdir(WRITABLE):
-        found.append(f"{WRITABLE} not empty after the wipe")
-    found += baseline.problems()
-    if counters.sysv_objects_left():
-        found.append("System V IPC objects left")
+    pids = [parent.pid for parent in zygotes]
+    found += prove_clean(config.uid, config.gid, counters, baseline, alone, pids)
     fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
     expected = {0, 1, 2, _report_fd, *(parent.sock.fileno() for parent in zygotes), *counters.fds}
     if not expected <= set(fds) or len(fds) > len(expected) + 1:  # + the one listdir used
         found.append(f"supervisor descriptors leaked: {fds}")
-    for name, buffer in (("buffer", _buffer), ("pending", _pending)):
-        buffer[: _dirty[name]] = bytes(_dirty[name])
-        _dirty[name] = 0
+    scrub()
     _clear_report()
     return found
 
 
 def _skip(count):
     """Answer the next ``count`` requests of a stopped batch without running them: each gets a
-    RESULT that says so (the host runs them again elsewhere); the last one's header."""
-    header = {}
+    RESULT that says so (the host runs them again elsewhere); the last one's header (None: no
+    request came)."""
+    header = None
     for _ in range(count):
-        size = _read_exact(4)
-        text = size and _read_exact(int.from_bytes(size, "big"))
-        if not text:
+        request = read_request()
+        if request is None:
             break  # the host is gone
-        header = json.loads(text)
-        left = int(header["size"])
-        while left and (chunk := os.read(0, min(left, CHUNK))):
-            left -= len(chunk)
-        _send(RESULT, json.dumps({"skipped": True}).encode())
+        header = request
+        skip_body(header.size)
+        send(RESULT, Skipped().to_json())
     return header
 
 
@@ -1068,89 +481,105 @@ def _late_zygote(config, baseline):
     memory, sockets = counters.memory_charged(), counters.socket_counts()
     if sockets != baseline.sockets:
         raise RuntimeError("the socket counts moved since the last clean-up")
-    zygote = _Zygote(config, heavy=True)
+    late = _Zygote(config, heavy=True)
     after = counters.memory_charged()
     if baseline.memory is not None and memory is not None and after is not None:
         baseline.memory += after - memory
     baseline.sockets = counters.socket_counts()
-    return zygote
+    return late
 
 
-def _become_reaper():
-    """PID 1 reaps every orphan by itself; anywhere else, ask to be the subreaper."""
-    if os.getpid() != 1 and zygote.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "not PID 1 and cannot become the subreaper")
+# -- the request loop ------------------------------------------------------------------------
+class _Server:
+    """The supervisor's state between requests: its zygotes, the clean container's baseline
+    and the child forked ahead for the next run."""
 
+    def __init__(self, config):
+        self.config = config
+        # Each zygote is a program of its own: it inherits its socket and the report page only.
+        # The heavy one now, or at the first snippet that needs it (see backends/supervised.py:
+        # Preload): importing sympy and numpy is most of a container's start-up.
+        self.zygotes = {False: _Zygote(config)}
+        self.zygotes[True] = _Zygote(config, heavy=True) if config.preload_at_start else None
+        self.counters = Counters()
+        gc.freeze()
+        self.baseline = Baseline(self.counters)
+        self.child = _Child(self.zygotes[False])
 
-def main(config):
-    _become_reaper()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 then ignores every signal it can
-    uid, gid = int(config["uid"]), int(config["gid"])
-    light = _Zygote(config)  # a program of its own: it inherits its socket and the report page only
-    # The heavy zygote now, or at the first snippet that needs it (see backends/supervised.py:
-    # Preload): importing sympy and numpy is most of a container's start-up.
-    heavy_zygote = _Zygote(config, heavy=True) if config.get("preload_at_start", True) else None
-    counters = _Counters()
-    gc.freeze()
-    heavy = False  # the kind of child forked ahead: the kind the last snippet needed
-    baseline = _Baseline(counters)
-    child = _Child(light)
-    os.write(1, READY_MARKER)
-    while True:
-        size = _read_exact(4)
-        if size is None:
-            if child:
-                child.discard()
-            return
-        header = json.loads(_read_exact(int.from_bytes(size, "big")))
+    def run(self, header):
+        """Serve one request's run; whether it ended by itself, alone. A failure is answered
+        as an Anomaly (the host retires this container)."""
         alone = False
         try:
-            heavy = bool(header.get("heavy"))
-            if child is not None and child.heavy != heavy:
-                child.discard()  # forked ahead for the other kind
-                child = None
-                _wipe_writable(uid, gid)  # its working directory
-            if heavy and heavy_zygote is None:
-                heavy_zygote = _late_zygote(config, baseline)
-            child = child or _Child(heavy_zygote if heavy else light)
-            alone = _serve_one(header, child, config, counters)
+            if self.child is not None and self.child.heavy != header.heavy:
+                self.child.discard()  # forked ahead for the other kind
+                self.child = None
+                wipe_writable(self.config.uid, self.config.gid)  # its working directory
+            if header.heavy and self.zygotes[True] is None:
+                self.zygotes[True] = _late_zygote(self.config, self.baseline)
+            self.child = self.child or _Child(self.zygotes[header.heavy])
+            alone = _serve_one(header, self.child, self.config, self.counters)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
-            _send(RESULT, json.dumps({"anomaly": f"supervisor failed: {exc!r}"}).encode())
-        if child:
-            child.discard()  # a no-op after a run; fds of a failed one
-        child = None
-        zygotes = [z for z in (light, heavy_zygote) if z is not None]
+            send(RESULT, Anomaly(f"supervisor failed: {exc!r}").to_json())
+        if self.child:
+            self.child.discard()  # a no-op after a run; fds of a failed one
+        self.child = None
+        return alone
+
+    def problems(self, alone):
+        """The clean-up's findings (see ``_problems``)."""
+        zygotes = [z for z in self.zygotes.values() if z is not None]
+        return _problems(self.config, zygotes, self.counters, alone, self.baseline)
+
+    def fork_next(self, heavy):
+        """Fork the child of the next run: the problem that stopped it, if any."""
+        try:
+            self.child = _Child(self.zygotes[heavy])
+        except (OSError, RuntimeError) as exc:
+            return [f"cannot fork the next child: {exc!r}"]
+        return []
+
+    def settle(self, header, alone):
+        """After a request's run: go on with its batch, or prove the container clean and
+        answer CLEANUP (forking the next child if it is)."""
         problems = None  # the clean-up's findings, once it has run
-        following = int(header.get("then", 0))  # requests of the same batch, already sent
+        following = header.then  # requests of the same batch, already sent
+        last = header
         if following:
             # A batch goes on after a run that ended by itself, alone, within its memory
             # (what the host would continue after), once the clean-up proves the container
             # clean: the same proof as between two requests, without the round trip.
             if alone and _report()[1] != REPORT_MEMORY_ERROR:
-                problems = _problems(uid, gid, zygotes, counters, alone, baseline)
+                problems = self.problems(alone) or self.fork_next(header.heavy)
                 if not problems:
-                    try:
-                        child = _Child(heavy_zygote if heavy else light)
-                        continue  # no CLEANUP inside a batch: its next request is waiting
-                    except (OSError, RuntimeError) as exc:
-                        problems = [f"cannot fork the next child: {exc!r}"]
-            header = _skip(following) or header
+                    return  # no CLEANUP inside a batch: its next request is waiting
+            last = _skip(following) or header
             following = -1  # stopped: the host reads a verdict, even from a last run's container
-        if header.get("last") and following == 0:
+        if last.last and following == 0:
             # The container is discarded: no clean-up to prove. Exit once the host has read
             # the result and closed stdin (gVisor may drop output written just before PID 1
             # exits); PID 1's exit ends every process left.
-            continue
+            return
         if problems is None:
-            problems = _problems(uid, gid, zygotes, counters, alone, baseline)
-        if not header.get("keep"):
+            problems = self.problems(alone)
+        if not last.keep:
             problems += _drop_programs()  # a compiled program lives for its judge request only
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
-            try:
-                child = _Child(heavy_zygote if heavy else light)
-            except (OSError, RuntimeError) as exc:
-                problems.append(f"cannot fork the next child: {exc!r}")
-        verdict = {"clean": not problems, "problems": problems}
-        verdict["memory_grown_kb"] = baseline.memory_grown >> 10
-        _send(CLEANUP, json.dumps(verdict).encode())
+            problems = self.fork_next(header.heavy)
+        verdict = CleanupVerdict(
+            clean=not problems, problems=problems, memory_grown_kb=self.baseline.memory_grown >> 10
+        )
+        send(CLEANUP, verdict.to_json())
+
+
+def main(config):
+    """Serve requests until the host closes stdin."""
+    become_reaper()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # PID 1 then ignores every signal it can
+    server = _Server(config)
+    os.write(1, READY_MARKER)
+    while (header := read_request()) is not None:
+        server.settle(header, server.run(header))
+    if server.child:
+        server.child.discard()

@@ -16,9 +16,10 @@ preload modules (sympy, numpy) first. Each sets once what every child inherits (
 dispositions, thread defaults, fixed limits) and proves once that the uid drop leaves no
 capability.
 
-Its configuration is the supervisor's, with ``zygote``: ``socket``, the descriptor of its end
-of the supervisor's socket pair; ``report``, a memfd holding the children's report page (see
-``protocol``), mapped here so that every child shares it; ``heavy``.
+Its configuration (``protocol.GuestConfig``) is the supervisor's, with ``zygote``
+(``protocol.ZygoteLink``): ``socket``, the descriptor of its end of the supervisor's socket
+pair; ``report``, a memfd holding the children's report page (see ``protocol``), mapped here
+so that every child shares it; ``heavy``.
 
 The child (``_child``) is forked ahead of its snippet: it gets its own session, a memfd with
 the snippet body as stdin, two pipes as stdout/stderr and a hand-over pipe, nothing else, an
@@ -79,10 +80,9 @@ def _set_fixed_limits(config):
     """The limits every snippet of this sandbox gets, whatever its request: set once in each
     zygote and inherited by its children (RLIMIT_NPROC stays per child: it would bound the
     zygote's own forks)."""
-    nofile = int(config["nofile"])
     _lower_limits(
-        (resource.RLIMIT_NOFILE, nofile, nofile),
-        (resource.RLIMIT_FSIZE, int(config["fsize"]), int(config["fsize"])),
+        (resource.RLIMIT_NOFILE, config.nofile, config.nofile),
+        (resource.RLIMIT_FSIZE, config.fsize, config.fsize),
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_MSGQUEUE, 0, 0),
     )
@@ -101,9 +101,9 @@ def set_request_limits(limits, config):
     # alone (the runner raises it to the hard one only where exec itself needs more: gVisor).
     soft_space = share if limits.get("argv") else address_space
     cpu = math.ceil(float(limits["cpu"])) + 1  # a backstop: the supervisor stops it on time
-    nproc = config.get("nproc")  # gVisor: its own kernel counts this sandbox's tasks alone
+    nproc = config.nproc  # gVisor: its own kernel counts this sandbox's tasks alone
     if nproc:
-        resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     _lower_limits(
         (resource.RLIMIT_AS, soft_space, address_space),
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU, then SIGKILL a second later
@@ -149,7 +149,7 @@ def check_no_capabilities():
             raise RuntimeError(f"capabilities left after the drop: {status[at : at + 40]!r}")
 
 
-def prove_the_drop(config):
+def prove_the_drop(uid, gid):
     """Fork a child that drops to the sandbox uid and proves it holds no capability.
 
     Done once per zygote, not in every child (reading and parsing /proc/self/status cost a child
@@ -159,7 +159,7 @@ def prove_the_drop(config):
     pid = os.fork()
     if pid == 0:
         try:
-            _drop_privileges(int(config["uid"]), int(config["gid"]))
+            _drop_privileges(uid, gid)
             check_no_capabilities()
         except BaseException as exc:  # noqa: BLE001 - every failure must stop the zygote
             os.write(2, f"boxed supervisor: the uid drop is not clean: {exc!r}\n".encode())
@@ -198,7 +198,7 @@ def enter_sandbox(config):
     os.write(fd, b"1000")  # (one write into procfs, whole or an error)
     os.close(fd)
     os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
-    _drop_privileges(int(config["uid"]), int(config["gid"]))  # its zygote proved it clean
+    _drop_privileges(config.uid, config.gid)  # its zygote proved it clean
     # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
     # own its /proc entries as in container mode (its memory is only a preload's copy).
     if libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
@@ -275,8 +275,8 @@ def main(config):
     """Serve the supervisor until it closes its end of the socket. Never returns."""
     global _report
     try:
-        own = config["zygote"]
-        sock, report_fd = int(own["socket"]), int(own["report"])
+        own = config.zygote
+        sock, report_fd = own.socket, own.report
         # Only what the supervisor passed on is open (the standard streams, which the children
         # replace, the socket and the report page's memfd); closed to be sure, as a child must
         # inherit nothing else.
@@ -285,13 +285,13 @@ def main(config):
         _report = mmap.mmap(report_fd, mmap.PAGESIZE)  # (keeps a duplicate: the children close it)
         os.close(report_fd)
         interpreter_defaults(config)
-        prove_the_drop(config)
+        prove_the_drop(config.uid, config.gid)
         # The children's first calls of these, made here: a first call sets up what later ones
         # reuse (ctypes looks the function up, json its decoder), each child would pay for it.
         libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
         json.loads('{"memory_mb": 1}')
         handed_limits(b"1.0 1")
-        for name in config.get("preload", []) if own["heavy"] else []:
+        for name in config.preload if own.heavy else []:
             try:
                 __import__(name)
             except Exception:

@@ -22,7 +22,7 @@ Wire format of the hand-shake (before the protocol starts):
   service -> sandbox: a 32-byte nonce, ``proof(key, SERVICE, challenge, nonce)``
   sandbox -> service: ``proof(key, SANDBOX, challenge, nonce)``
   service -> sandbox: a 4-byte big-endian length, JSON ``{"modules": {name: source},
-  "config": {...}}``; the supervisor then writes its ready marker.
+  "config": {...}}`` (``protocol.GuestConfig``); the supervisor then writes its ready marker.
 """
 
 import argparse
@@ -105,10 +105,9 @@ def accept_service(server, key_path):
         conn.close()
 
 
-def install(modules, program):
+def install(modules):
     """Install the guest modules the service sent as the package ``boxed_guest`` (as
-    ``bootstrap.py`` does for a Docker sandbox); the module of ``program`` (``supervisor``, or
-    ``session`` for a session's interpreter)."""
+    ``bootstrap.py`` does for a Docker sandbox); the package."""
     package = types.ModuleType("boxed_guest")
     package.__path__ = []
     package.sources = modules  # the supervisor starts its zygotes with some of them
@@ -119,7 +118,7 @@ def install(modules, program):
         sys.modules[module.__name__] = module
         exec(compile(source, f"<boxed_guest/{name}.py>", "exec"), module.__dict__)
         setattr(package, name, module)
-    return sys.modules[f"boxed_guest.{program}"]
+    return package
 
 
 def serve(port, key_path, state_dir, host="::", private_dirs=()):
@@ -150,12 +149,13 @@ def serve(port, key_path, state_dir, host="::", private_dirs=()):
     for option, value in KEEPALIVE:
         conn.setsockopt(socket.IPPROTO_TCP, option, value)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    config = bootstrap["config"]
-    program = install(bootstrap["modules"], config.get("program", "supervisor"))
+    package = install(bootstrap["modules"])
+    # Read by the guest's own protocol, which refuses a configuration of another version.
+    config = package.protocol.GuestConfig.from_wire(bootstrap["config"])
     os.dup2(conn.fileno(), 0)
     os.dup2(conn.fileno(), 1)
     conn.close()
-    program.main(config)
+    getattr(package, config.program).main(config)
 
 
 def main(argv=None):
