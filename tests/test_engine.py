@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -314,37 +315,34 @@ def _lost_first(times: int):  # type: ignore[no-untyped-def]
     return behave
 
 
-def test_a_sandbox_lost_under_a_run_is_retried_once_on_a_fresh_one() -> None:
-    async def scenario() -> None:
-        backend = FakeBackend(_lost_first(1))
+def _execute_once(backend: FakeBackend) -> Any:
+    """One ``x`` snippet through a started executor over ``backend``: its answer."""
+
+    async def scenario() -> Any:
         executor = _executor(backend)
         await executor.start()
         try:
-            answer = await executor.execute(ExecuteRequest(code="x"), "r")
+            return await executor.execute(ExecuteRequest(code="x"), "r")
         finally:
             await executor.stop()
-        assert (answer.status, answer.stdout, answer.outcome) == ("ok", "ran", "code")
-        assert len(backend.jobs) == 2 and backend.sandboxes == {}
 
-    asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_a_sandbox_lost_under_a_run_is_retried_once_on_a_fresh_one() -> None:
+    backend = FakeBackend(_lost_first(1))
+    answer = _execute_once(backend)
+    assert (answer.status, answer.stdout, answer.outcome) == ("ok", "ran", "code")
+    assert len(backend.jobs) == 2 and backend.sandboxes == {}
 
 
 def test_code_that_loses_its_sandbox_twice_gets_the_codes_verdict_error() -> None:
     """Otherwise code that takes its sandbox down would escape its reward as a mask."""
-
-    async def scenario() -> None:
-        backend = FakeBackend(_lost_first(2))
-        executor = _executor(backend)
-        await executor.start()
-        try:
-            answer = await executor.execute(ExecuteRequest(code="x"), "r")
-        finally:
-            await executor.stop()
-        assert (answer.status, answer.outcome, answer.failure) == ("error", "code", None)
-        assert answer.reason is not None and "lost twice" in answer.reason
-        assert len(backend.jobs) == 2 and backend.sandboxes == {}
-
-    asyncio.run(scenario())
+    backend = FakeBackend(_lost_first(2))
+    answer = _execute_once(backend)
+    assert (answer.status, answer.outcome, answer.failure) == ("error", "code", None)
+    assert answer.reason is not None and "lost twice" in answer.reason
+    assert len(backend.jobs) == 2 and backend.sandboxes == {}
 
 
 def test_a_set_up_that_fails_twice_is_the_infrastructures_never_a_verdict() -> None:

@@ -8,30 +8,19 @@ controls at the end must all still be paid, so a rule that rejects everything ca
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from scorer.equivalence import verify
 from scorer.rewards import reward_config, score_text
+from tests.test_grading_adversarial import examples  # one home for the suites' settings
 
-SCALE = int(os.environ.get("BOXED_ADVERSARIAL_SCALE", "1"))
 BINARY = reward_config("binary")
 INTERLEAVED = reward_config("interleaved")
 ZW = "\u200b"
-
-
-def examples(n: int) -> settings:
-    return settings(
-        max_examples=n * SCALE,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    )
 
 
 def never_paid(text: str, gold: str) -> None:

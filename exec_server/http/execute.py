@@ -27,7 +27,7 @@ from ..models import (
 )
 from . import cached
 from .auth import GUARDED
-from .errors import RetryAtGateway, problem, validated
+from .errors import RetryAtGateway, failure_of, problem, validated
 from .json_body import JsonBodyRoute
 
 log = logging.getLogger("boxed.http")
@@ -154,7 +154,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
             request_id=rid,
         )
     except Exception as exc:
-        failure = problem(exc).failure
+        _, failure = failure_of(exc)
         if failure is not None and failure.retryable:
             raise RetryAtGateway(exc) from exc
         raise
