@@ -32,29 +32,48 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BOXED_", extra="ignore", env_ignore_empty=True)
 
     # HTTP
-    host: str = "127.0.0.1"
-    port: int = 5002
+    host: str = Field(default="127.0.0.1", description="Address the service listens on.")
+    port: int = Field(default=5002, description="Port the service listens on.")
     api_key: str | None = Field(default=None, description="If set, required as a Bearer token.")
-    max_body_bytes: int = Field(default=8 * 1024 * 1024, description="Largest request body.")
-    max_code_bytes: int = Field(default=256 * 1024, description="Largest `code` field.")
-    max_input_bytes: int = Field(default=1024 * 1024, description="Largest `input` field.")
-    max_batch_items: int = Field(default=256, description="Most items in one batch request.")
+    max_body_bytes: int = Field(
+        default=8 * 1024 * 1024, description="Largest request body; more: 413, before it is read."
+    )
+    max_code_bytes: int = Field(default=256 * 1024, description="Largest `code` field; more: 413.")
+    max_input_bytes: int = Field(
+        default=1024 * 1024, description="Largest `input` field; more: 413."
+    )
+    max_batch_items: int = Field(
+        default=256, description="Most items in one /execute/batch or /score/batch; more: 422."
+    )
 
     # Per-snippet limits: default and maximum.
     timeout_default: float = Field(default=5.0, gt=0, description="Wall-clock limit.")
-    timeout_max: float = Field(default=30.0, gt=0)
-    cpu_timeout_default: float | None = Field(
-        default=None, gt=0, description="CPU-time limit; unset: the wall-clock limit."
+    timeout_max: float = Field(
+        default=30.0, gt=0, description="Largest wall-clock (and CPU-time) limit a request may ask."
     )
-    memory_mb_default: int = Field(default=256, ge=MIN_MEMORY_MB)
-    memory_mb_max: int = Field(default=2048, ge=MIN_MEMORY_MB)
+    cpu_timeout_default: float | None = Field(
+        default=None,
+        gt=0,
+        description="CPU-time limit of all a snippet's processes; unset: its wall-clock limit. "
+        "At most BOXED_TIMEOUT_MAX.",
+    )
+    memory_mb_default: int = Field(
+        default=256, ge=MIN_MEMORY_MB, description="Memory limit of a snippet."
+    )
+    memory_mb_max: int = Field(
+        default=2048, ge=MIN_MEMORY_MB, description="Largest memory limit a request may ask."
+    )
     output_max_bytes: int = Field(default=64 * 1024, ge=1024, description="Cap per stream.")
     compile_timeout_default: float = Field(
         default=15.0, gt=0, description="Wall-clock (and CPU) limit of a compile step."
     )
-    compile_timeout_max: float = Field(default=60.0, gt=0)
+    compile_timeout_max: float = Field(
+        default=60.0, gt=0, description="Largest compile limit a request may ask."
+    )
     compile_memory_mb: int = Field(
-        default=1024, ge=MIN_MEMORY_MB, description="Memory limit of each compiler process."
+        default=1024,
+        ge=MIN_MEMORY_MB,
+        description="Memory limit of each compiler process; at most BOXED_MEMORY_MB_MAX.",
     )
     judge_max_tests: int = Field(default=512, ge=1, description="Most tests in one /judge.")
     judge_max_test_bytes: int = Field(
@@ -76,7 +95,7 @@ class Settings(BaseSettings):
     result_cache_entries: int = Field(default=4096, ge=1, description="Answers kept at most.")
     result_cache_mb: int = Field(default=256, ge=1, description="Memory the answers may take.")
     result_cache_ttl: float = Field(default=3600.0, gt=0, description="Seconds an answer is kept.")
-    pids_limit: int = Field(default=64, ge=8)
+    pids_limit: int = Field(default=64, ge=8, description="Processes and threads per sandbox.")
     cpus: float = Field(default=1.0, gt=0, description="CPU quota of one sandbox.")
     cpuset: str | None = Field(
         default=None,
@@ -84,11 +103,16 @@ class Settings(BaseSettings):
         description="CPUs every sandbox may run on (cpuset list, e.g. '0-3,8'); unset: any. "
         "On a GPU node it keeps snippets off the inference engine's cores (docs/ray.md).",
     )
-    tmpfs_mb: int = Field(default=64, ge=1, description="Size of the sandbox's /tmp.")
-    nofile: int = Field(default=256, ge=16)
+    tmpfs_mb: int = Field(
+        default=64, ge=1, description="Size of the sandbox's /tmp (and its fsize ulimit)."
+    )
+    nofile: int = Field(default=256, ge=16, description="Open files per sandbox process.")
 
     # Sandboxes
-    sandbox_image: str = "boxed-sandbox:latest"
+    sandbox_image: str = Field(
+        default="boxed-sandbox:latest",
+        description="Image of every sandbox (python -m tools.build_image builds it).",
+    )
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. 'runsc' (gVisor).")
     supervisor_socket: bool = Field(
         default=True,
@@ -98,8 +122,14 @@ class Settings(BaseSettings):
         "running as root in the host's PID namespace, runc); otherwise, or when it cannot, "
         "the attach stream.",
     )
-    sandbox_user: str = "10001:10001"
-    preload: str = Field(default="sympy,numpy", description="Modules imported before the code.")
+    sandbox_user: str = Field(
+        default="10001:10001", description="Non-zero uid:gid the code runs as in a sandbox."
+    )
+    preload: str = Field(
+        default="sympy,numpy",
+        description="Modules the heavy zygote imports for the code that uses them (at container "
+        "start while snippets that need them are recent, else at the first that does).",
+    )
     isolation: Isolation = Field(
         default="process",
         description="'process': pooled containers whose supervisor forks a fresh unprivileged "
@@ -155,20 +185,26 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(
         default_factory=available_cores, ge=1, description="Snippets running at once."
     )
-    max_queue: int = Field(default=256, ge=0, description="Requests waiting for a slot.")
-    queue_timeout: float = Field(default=10.0, gt=0, description="Longest wait for a slot.")
+    max_queue: int = Field(default=256, ge=0, description="Requests waiting for a slot; more: 429.")
+    queue_timeout: float = Field(
+        default=10.0, gt=0, description="Longest wait for a slot; then 429."
+    )
     sandbox_wait: float = Field(
-        default=30.0, gt=0, description="Longest wait for a warm sandbox once admitted."
+        default=30.0, gt=0, description="Longest wait for a warm sandbox once admitted; then 503."
     )
     warmup_parallelism: int = Field(default=3, ge=1, description="Sandboxes started at once.")
     retry_after: int = Field(default=1, ge=1, description="Seconds in Retry-After answers.")
-    reap_interval: float = Field(default=30.0, gt=0)
+    reap_interval: float = Field(
+        default=30.0, gt=0, description="How often orphaned sandboxes are looked for."
+    )
     backend_check_interval: float = Field(
         default=2.0,
         gt=0,
         validation_alias=AliasChoices(
             "BOXED_BACKEND_CHECK_INTERVAL", "BOXED_DOCKER_CHECK_INTERVAL", "backend_check_interval"
         ),
+        description="How often the backend (engine, image) is checked; while it is down, "
+        "/execute answers 503 and warm-ups pause.",
     )
 
     # Sessions: one persistent interpreter in a sandbox of its own each (docs/sessions.md)
@@ -176,11 +212,15 @@ class Settings(BaseSettings):
     session_idle_timeout_default: float = Field(
         default=300.0, gt=0, description="A session idle this long (seconds) expires."
     )
-    session_idle_timeout_max: float = Field(default=3600.0, gt=0)
+    session_idle_timeout_max: float = Field(
+        default=3600.0, gt=0, description="Longest idle timeout a session may ask."
+    )
     session_lifetime_default: float = Field(
         default=3600.0, gt=0, description="A session expires this long (seconds) after creation."
     )
-    session_lifetime_max: float = Field(default=6 * 3600.0, gt=0)
+    session_lifetime_max: float = Field(
+        default=6 * 3600.0, gt=0, description="Longest lifetime a session may ask."
+    )
     session_call_wait: float = Field(
         default=0.0,
         ge=0,

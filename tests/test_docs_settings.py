@@ -37,7 +37,7 @@ def as_value(text: str, field: str) -> Any:
     if (m := NUMBER.match(text)) is not None:
         n = float(m["n"].replace(",", ""))
         unit = m["unit"]
-        if unit in ("KiB", "MiB", "GiB") and field.endswith("_mb"):
+        if unit in ("KiB", "MiB", "GiB") and re.search(r"(^|_)mb(_|$)", field):  # in MiB
             return n * UNIT[unit] / 1024**2
         return n * UNIT[unit]
     if re.fullmatch(r"[\w.:,/=-]+", text) and not text.isdigit():
@@ -69,6 +69,9 @@ def test_every_stated_default_is_the_settings_own() -> None:
     assert wrong == []
 
 
-@pytest.mark.parametrize(("text", "field", "value"), [("4 MiB", "max_files_bytes", 4 * 1024**2)])
+@pytest.mark.parametrize(
+    ("text", "field", "value"),
+    [("4 MiB", "max_files_bytes", 4 * 1024**2), ("256 MiB", "memory_mb_default", 256)],
+)
 def test_units_are_converted(text: str, field: str, value: float) -> None:
     assert as_value(text, field) == value
