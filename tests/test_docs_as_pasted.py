@@ -83,12 +83,19 @@ BENCH = "a benchmark: minutes of a loaded machine, run by hand outside the suite
 EXEMPT = (
     Exempt(
         "README.md",
-        "docker compose up        # run the service",
-        "compose: tests/test_compose.py runs `docker compose up` end to end; `bash scripts/test` "
-        "is the suite this test is part of",
+        "bash scripts/serve       # run the service",
+        "the set-up commands install into this environment and run in the foreground until "
+        "stopped: tests/test_readme.py checks what `bash scripts/serve` runs, tests/service.py "
+        "starts exactly its last step for this module; `bash scripts/test` is the suite this "
+        "test is part of",
     ),
     Exempt(
-        "README.md",
+        "docs/deploy.md",
+        "docker compose up        # run the service",
+        "compose: tests/test_compose.py runs `docker compose up` end to end",
+    ),
+    Exempt(
+        "docs/deploy.md",
         "pip install -e .                                # the service",
         "pip install: the scratch environment is the test environment itself; the image build "
         "takes minutes (tests/test_image.py builds one offline); `python -m exec_server` runs in "
