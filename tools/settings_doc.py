@@ -37,7 +37,8 @@ it out, and a server-side maximum: a request asking for more gets a 422 naming t
 the service refuses to start with a default above its maximum.
 
 This page is generated from `exec_server/settings.py` (each field's `description=`): after
-adding or changing a setting, run `{COMMAND}`; a test fails while the page is stale.
+adding or changing a setting, run `{COMMAND}`; a test fails while the page is
+stale.
 
 | variable | default | bounds | what it sets |
 |---|---|---|---|
