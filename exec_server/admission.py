@@ -6,7 +6,9 @@ without it share the tenant ""). Each tenant waits in its own first-in first-out
 freed slot goes to the tenants in turn (round robin over those waiting), so a job that floods
 the service with thousands of snippets delays another job's next snippet by at most one
 snippet of each other waiting tenant, not by its whole backlog. The bound on waiting requests
-is shared; no tenant gets a slot while another's turn is due.
+is shared; no tenant gets a slot while another's turn is due. Beside it, a tenant may have at
+most ``max_per_tenant`` snippets running or waiting (``BOXED_MAX_WORK_PER_TENANT``), so one
+tenant filling the queue still leaves room for the others' requests.
 """
 
 from __future__ import annotations
@@ -37,12 +39,22 @@ class Overloaded(Exception):
 
 
 class Admission:
-    def __init__(self, max_running: int, max_queue: int, queue_timeout: float) -> None:
+    def __init__(
+        self,
+        max_running: int,
+        max_queue: int,
+        queue_timeout: float,
+        max_per_tenant: int | None = None,
+    ) -> None:
+        """``max_per_tenant``: snippets one tenant may have running or waiting (None: only
+        the shared bounds)."""
         self.max_running = max_running
         self.max_queue = max_queue
         self.queue_timeout = queue_timeout
+        self.max_per_tenant = max_per_tenant
         self.running = 0
         self.waiting = 0
+        self._held: dict[str, int] = {}  # per tenant: snippets running or waiting
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}
         self._turns: deque[str] = deque()  # tenants with waiters, the next one first
 
@@ -59,14 +71,23 @@ class Admission:
         # waiter ran. Check and increment happen with no await in between.
         if self.running + self.waiting >= self.max_running + self.max_queue:
             raise Overloaded(f"queue full ({self.max_queue} waiting)")
-        if self.running < self.max_running and not self.waiting:
-            self._take()
-        else:
-            await self._wait_turn(tenant)
+        held = self._held.get(tenant, 0)
+        if self.max_per_tenant is not None and held >= self.max_per_tenant:
+            raise Overloaded(f"this tenant has {held} snippets running or waiting: its quota")
+        self._held[tenant] = held + 1
         try:
-            yield loop.time() - started
+            if self.running < self.max_running and not self.waiting:
+                self._take()
+            else:
+                await self._wait_turn(tenant)
+            try:
+                yield loop.time() - started
+            finally:
+                self._release()
         finally:
-            self._release()
+            self._held[tenant] -= 1
+            if not self._held[tenant]:
+                del self._held[tenant]
 
     async def _wait_turn(self, tenant: str) -> None:
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()

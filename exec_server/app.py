@@ -17,6 +17,7 @@ from .http_limits import BodySizeLimit
 from .models import ErrorResponse
 from .result_cache import ResultCache
 from .settings import Settings, get_settings
+from .tenancy import TenantKeys
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.tenant_keys = TenantKeys.of(settings)  # a bad key file stops the start
     app.state.result_cache = ResultCache(
         settings.result_cache_entries,
         settings.result_cache_mb * 1024 * 1024,

@@ -178,7 +178,10 @@ class Executor:
             names = {"process": settings.process_backend, "container": settings.container_backend}
             backends = {mode: create_backend(names[mode], settings) for mode in wanted}
         self.admission = Admission(
-            settings.max_concurrency, settings.max_queue, settings.queue_timeout
+            settings.max_concurrency,
+            settings.max_queue,
+            settings.queue_timeout,
+            max_per_tenant=settings.work_per_tenant,
         )
         self.pools = {
             mode: WarmPool(

@@ -7,6 +7,9 @@ retries made idempotent (same ``X-Request-ID``, same answer), in one bounded sto
   deterministic code only (docs/judging.md): code that reads the clock, draws random numbers
   or races threads could have answered otherwise. Infrastructure errors (no answer at all) and
   answers with a timeout (a loaded machine may have caused it) are never stored.
+* **Scopes**: every key holds the caller's scope (its credential and tenant,
+  ``exec_server.tenancy``): an answer is given only to the caller that made it, and another
+  caller's request ids neither answer nor block one's own.
 * **Idempotency**: a request whose ``X-Request-ID`` was seen on the same route joins the run
   still in flight, or gets the stored answer, instead of running the code again (a client
   retries after a timeout of its own). The same id with another body is refused (422).
@@ -114,22 +117,23 @@ class ResultCache:
         request_id: str | None,
         cache: bool,
         cacheable: Callable[[M], bool],
+        scope: str,
     ) -> tuple[M, str]:
         """The answer and how it was had: ``ran``, ``joined`` (a run in flight), ``replayed``
         (stored under the request id) or ``hit`` (stored under the fingerprint).
 
         ``request_id``: the caller's own ``X-Request-ID`` (None: not idempotent);
         ``cache``: the fingerprint may answer; ``cacheable``: whether an answer may be kept
-        under it."""
+        under it; ``scope``: the caller's (``Caller.scope``), part of every key."""
         keys = []
         if request_id is not None:
-            rid_key = f"rid|{route}|{request_id}"
+            rid_key = f"rid|{scope}|{route}|{request_id}"
             keys.append(rid_key)
             found = self._lookup(rid_key, fingerprint, mismatch=True)
             if found is not None:
                 return await self._take(route, found, stored="replayed")
         if cache:
-            content_key = f"fp|{fingerprint}"
+            content_key = f"fp|{scope}|{fingerprint}"
             keys.append(content_key)
             found = self._lookup(content_key, fingerprint, mismatch=False)
             if found is not None:

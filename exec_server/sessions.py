@@ -10,6 +10,9 @@ A call that ends the interpreter (``sys.exit``, ``os._exit``, a crash) or hits a
 that verdict and the session is *lost*: its sandbox is removed, and every later request for it
 answers 410 with the reason, never a fresh interpreter that would make the next step fail in a
 confusing way. An expired session answers 410 the same way; a deleted one is forgotten (404).
+
+Sessions open at once are bounded for the service (``max_sessions``) and per tenant
+(``sessions_per_tenant``): one tenant holding its quota leaves room for the others.
 """
 
 from __future__ import annotations
@@ -19,14 +22,14 @@ import hashlib
 import logging
 import secrets
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scorer.outcome import Failure, FailureCode
 
 from . import metrics
-from .admission import Admission, Overloaded
+from .admission import Admission, Overloaded, current_tenant
 from .backends.base import (
     BackendHealth,
     Job,
@@ -104,6 +107,7 @@ class _Session:
     created: float  # monotonic
     created_at: float  # unix time
     last_used: float  # monotonic
+    tenant: str
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     calls: int = 0
 
@@ -204,7 +208,7 @@ class SessionManager:
         self.admission = admission
         self.health = health
         self._open: dict[str, _Session] = {}
-        self._creating = 0
+        self._creating: Counter[str] = Counter()  # per tenant: sessions being made
         # id -> (why, whose failure) of lost and expired sessions
         self._gone: OrderedDict[str, tuple[str, Failure | None]] = OrderedDict()
         self._removing: dict[str, SessionSandbox] = {}
@@ -271,8 +275,12 @@ class SessionManager:
     # -- the API -------------------------------------------------------------------------
     async def create(self, req: SessionCreateRequest) -> SessionInfo:
         limits = resolve_session_limits(req, self.settings)
-        if len(self._open) + self._creating >= self.settings.max_sessions:
+        if len(self._open) + self._creating.total() >= self.settings.max_sessions:
             raise Overloaded(f"{self.settings.max_sessions} sessions open: the maximum")
+        tenant = current_tenant.get()
+        held = self._creating[tenant] + sum(s.tenant == tenant for s in self._open.values())
+        if held >= self.settings.sessions_per_tenant:
+            raise Overloaded(f"this tenant holds {held} sessions: its quota")
         health = self.health()
         if not health.ok:
             raise ServiceUnavailable(
@@ -286,15 +294,15 @@ class SessionManager:
             cpu_budget=limits.max_lifetime * cpus,
             session_id=session_id,
         )
-        self._creating += 1
+        self._creating[tenant] += 1
         try:
             sandbox = await self.backend.create_session(spec)
         except SandboxError as exc:
             raise ServiceUnavailable(f"cannot start a session: {exc}") from exc
         finally:
-            self._creating -= 1
+            self._creating[tenant] -= 1
         now = time.monotonic()
-        session = _Session(session_id, sandbox, limits, now, time.time(), now)
+        session = _Session(session_id, sandbox, limits, now, time.time(), now, tenant)
         self._open[session.id] = session
         metrics.SESSIONS_CREATED.inc()
         self._count()

@@ -27,6 +27,12 @@ def available_cores() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+def _share(limit: int) -> int:
+    """A tenant's default quota of a global limit: three quarters, rounded up, so one tenant
+    alone loses little and a quarter stays for the others."""
+    return -(-limit * 3 // 4)
+
+
 class Settings(BaseSettings):
     # compose passes unset variables as "": those take the default
     model_config = SettingsConfigDict(env_prefix="BOXED_", extra="ignore", env_ignore_empty=True)
@@ -35,6 +41,17 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="Address the service listens on.")
     port: int = Field(default=5002, description="Port the service listens on.")
     api_key: str | None = Field(default=None, description="If set, required as a Bearer token.")
+    tenant_keys: dict[str, str] | None = Field(
+        default=None,
+        description="Per-tenant API keys, a JSON object tenant -> key: a request sent with a "
+        "tenant's key is that tenant's (an X-Boxed-Tenant naming another is 403), and a key is "
+        "then required. Unset: tenants are self-declared (docs/api.md#tenants).",
+    )
+    tenant_keys_file: str | None = Field(
+        default=None,
+        description="File holding the BOXED_TENANT_KEYS JSON object (a mounted secret); its "
+        "tenants join those of BOXED_TENANT_KEYS.",
+    )
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024, description="Largest request body; more: 413, before it is read."
     )
@@ -186,6 +203,13 @@ class Settings(BaseSettings):
         default_factory=available_cores, ge=1, description="Snippets running at once."
     )
     max_queue: int = Field(default=256, ge=0, description="Requests waiting for a slot; more: 429.")
+    max_work_per_tenant: int | None = Field(
+        default=None,
+        ge=1,
+        description="Snippets one tenant may have running or waiting at once; more: 429. "
+        "Unset: three quarters (rounded up) of BOXED_MAX_CONCURRENCY + BOXED_MAX_QUEUE; at "
+        "most that sum.",
+    )
     queue_timeout: float = Field(
         default=10.0, gt=0, description="Longest wait for a slot; then 429."
     )
@@ -209,6 +233,12 @@ class Settings(BaseSettings):
 
     # Sessions: one persistent interpreter in a sandbox of its own each (docs/sessions.md)
     max_sessions: int = Field(default=32, ge=0, description="Sessions open at once; more: 429.")
+    max_sessions_per_tenant: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sessions one tenant may hold open; more: 429. Unset: three quarters "
+        "(rounded up) of BOXED_MAX_SESSIONS; at most BOXED_MAX_SESSIONS.",
+    )
     session_idle_timeout_default: float = Field(
         default=300.0, gt=0, description="A session idle this long (seconds) expires."
     )
@@ -237,6 +267,8 @@ class Settings(BaseSettings):
         "cpuset",
         "pod_namespace",
         "pod_key_file",
+        "tenant_keys",
+        "tenant_keys_file",
         mode="before",
     )
     @classmethod
@@ -261,6 +293,12 @@ class Settings(BaseSettings):
             )
         if self.session_lifetime_default > self.session_lifetime_max:
             raise ValueError("BOXED_SESSION_LIFETIME_DEFAULT exceeds BOXED_SESSION_LIFETIME_MAX")
+        if (self.max_sessions_per_tenant or 0) > self.max_sessions:
+            raise ValueError("BOXED_MAX_SESSIONS_PER_TENANT exceeds BOXED_MAX_SESSIONS")
+        if (self.max_work_per_tenant or 0) > self.max_concurrency + self.max_queue:
+            raise ValueError(
+                "BOXED_MAX_WORK_PER_TENANT exceeds BOXED_MAX_CONCURRENCY + BOXED_MAX_QUEUE"
+            )
         ids = self.sandbox_user.split(":", 1)
         if not all(i.isdigit() and int(i) > 0 for i in ids):
             # the supervisor drops each child to it: root would keep capabilities
@@ -270,6 +308,16 @@ class Settings(BaseSettings):
     @property
     def instance_label(self) -> str:
         return self.instance or f"port-{self.port}"
+
+    @property
+    def sessions_per_tenant(self) -> int:
+        """One tenant's session quota: what it may hold while others keep room."""
+        return self.max_sessions_per_tenant or _share(self.max_sessions)
+
+    @property
+    def work_per_tenant(self) -> int:
+        """One tenant's quota of snippets running or waiting for a slot."""
+        return self.max_work_per_tenant or _share(self.max_concurrency + self.max_queue)
 
     @property
     def preload_modules(self) -> list[str]:

@@ -85,7 +85,13 @@ def test_same_request_id_replays_joins_or_refuses() -> None:
 
         def ask(fp: str = "f") -> Any:
             return store.answer(
-                "/x", work, fingerprint=fp, request_id="r1", cache=False, cacheable=lambda a: True
+                "/x",
+                work,
+                fingerprint=fp,
+                request_id="r1",
+                cache=False,
+                cacheable=lambda a: True,
+                scope="s",
             )
 
         first = asyncio.ensure_future(ask())
@@ -127,6 +133,7 @@ def test_cache_never_keeps_what_it_must_not_and_errors_run_again() -> None:
                 request_id=None,
                 cache=True,
                 cacheable=lambda a: a.status != "timeout",
+                scope="s",
             )
 
         with pytest.raises(RuntimeError):

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from ..models import ExecuteResponse, JudgeResponse
 from ..result_cache import ResultCache, fingerprint
+from .auth import caller_of
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -45,8 +46,8 @@ async def answer(
     idempotent: bool = True,
 ) -> M:
     """``work``'s answer, or a stored or in-flight one. ``route`` scopes the request ids,
-    ``kind`` the cache keys (``/run_code`` and ``/execute`` share answers); a cache hit is
-    answered with this request's ``request_id``."""
+    ``kind`` the cache keys (``/run_code`` and ``/execute`` share answers), the caller both
+    (no answer crosses callers); a cache hit is answered with this request's ``request_id``."""
     store: ResultCache = request.app.state.result_cache
     settings = request.app.state.settings
     rid = request.headers.get("x-request-id") if idempotent else None
@@ -61,6 +62,7 @@ async def answer(
         request_id=rid,
         cache=wanted,
         cacheable=cacheable,
+        scope=caller_of(request).scope,
     )
     if how in ("hit", "joined") and hasattr(found, "request_id"):
         found = found.model_copy(update={"request_id": request_id})
