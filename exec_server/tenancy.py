@@ -61,6 +61,9 @@ class TenantKeys:
                 )
             if not key:
                 raise ValueError(f"tenant keys must not be empty (tenant {tenant!r})")
+            if not (key.isascii() and key.isprintable()) or " " in key:
+                # a header carries no more: such a key could never be sent
+                raise ValueError(f"tenant keys must be printable ASCII, no spaces ({tenant!r})")
             if key == api_key:
                 raise ValueError(f"BOXED_API_KEY is also a tenant's key (tenant {tenant!r})")
         if len(set(keys.values())) < len(keys):
@@ -76,8 +79,8 @@ class TenantKeys:
             loaded = json.loads(Path(settings.tenant_keys_file).read_text())
             if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
                 raise ValueError("BOXED_TENANT_KEYS_FILE must hold a JSON object tenant -> key")
-            for tenant in loaded.keys() & keys.keys():
-                raise ValueError(f"tenant {tenant!r} has a key in both BOXED_TENANT_KEYS*")
+            if twice := sorted(loaded.keys() & keys.keys()):
+                raise ValueError(f"tenants with a key in both BOXED_TENANT_KEYS*: {twice}")
             keys.update(loaded)
         return cls(keys, settings.api_key)
 

@@ -193,6 +193,11 @@ def test_tenant_keys_come_from_the_environment_or_a_file(
         None,
     )
     assert TenantKeys.of(Settings(tenant_keys_file=None)).tenant_of("k2") is None
+    with pytest.raises(ValueError, match="a key in both"):
+        TenantKeys.of(Settings(tenant_keys={"job-b": "k4"}))
+    path.write_text(json.dumps(["job-b", "k2"]))
+    with pytest.raises(ValueError, match="must hold a JSON object"):
+        TenantKeys.of(Settings())
 
 
 @pytest.mark.parametrize(
@@ -202,6 +207,8 @@ def test_tenant_keys_come_from_the_environment_or_a_file(
         ({"": "k"}, "tenant names must be 1 to 64 characters"),
         ({"a" * 65: "k"}, "tenant names must be 1 to 64 characters"),
         ({"a": ""}, "keys must not be empty"),
+        ({"a": "two words"}, "printable ASCII"),
+        ({"a": "clé"}, "printable ASCII"),
         ({"a": "shared"}, "BOXED_API_KEY is also a tenant's key"),
     ],
 )
