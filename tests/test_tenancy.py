@@ -26,8 +26,11 @@ from tests.fakes import FakeExecutor, serving
 from tests.test_result_cache import response
 from tests.test_sessions import service
 
+RID = {"X-Request-ID": "shared-id-1"}
+
 
 def a(tenant: str, **headers: str) -> dict[str, str]:
+    """Headers of a request as ``tenant``."""
     return {"X-Boxed-Tenant": tenant, **headers}
 
 
@@ -55,9 +58,6 @@ def test_another_tenant_repeating_a_request_id_gets_its_own_run() -> None:
         assert again.json()["cached"] and len(fake.ran) == 3
         reused = client.post("/execute", json={"code": "print(9)"}, headers=a("B", **RID))
         assert reused.status_code == 422
-
-
-RID = {"X-Request-ID": "shared-id-1"}
 
 
 def test_the_judge_route_scopes_its_request_ids_too() -> None:
