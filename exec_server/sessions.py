@@ -12,7 +12,9 @@ answers 410 with the reason, never a fresh interpreter that would make the next 
 confusing way. An expired session answers 410 the same way; a deleted one is forgotten (404).
 
 Sessions open at once are bounded for the service (``max_sessions``) and per tenant
-(``sessions_per_tenant``): one tenant holding its quota leaves room for the others.
+(``sessions_per_tenant``): one tenant holding its quota leaves room for the others. A session
+belongs to the caller that made it (its scope: key and tenant, ``exec_server.tenancy``): to any
+other caller it does not exist (404), whatever it knows of its id.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class _Session:
     created_at: float  # unix time
     last_used: float  # monotonic
     tenant: str
+    owner: str  # the scope of the caller that made it
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     calls: int = 0
 
@@ -209,8 +212,8 @@ class SessionManager:
         self.health = health
         self._open: dict[str, _Session] = {}
         self._creating: Counter[str] = Counter()  # per tenant: sessions being made
-        # id -> (why, whose failure) of lost and expired sessions
-        self._gone: OrderedDict[str, tuple[str, Failure | None]] = OrderedDict()
+        # id -> (why, whose failure, owner) of lost and expired sessions
+        self._gone: OrderedDict[str, tuple[str, Failure | None, str]] = OrderedDict()
         self._removing: dict[str, SessionSandbox] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.ids = SessionIds(settings.instance_label)
@@ -227,12 +230,15 @@ class SessionManager:
     def _count(self) -> None:
         metrics.SESSIONS_OPEN.set(len(self._open))
 
-    def _find(self, session_id: str) -> _Session:
+    def _find(self, session_id: str, owner: str) -> _Session:
+        """``owner``'s open session ``session_id``; SessionGone, SessionNotFound (also for a
+        session another caller owns)."""
         session = self._open.get(session_id)
-        if session is not None:
+        if session is not None and session.owner == owner:
             return session
-        if session_id in self._gone:
-            why, failure = self._gone[session_id]
+        gone = self._gone.get(session_id)
+        if gone is not None and gone[2] == owner:
+            why, failure, _owner = gone
             raise SessionGone(f"session {session_id} {why}", failure)
         if self.ids.of_an_earlier_run(session_id):
             restarted = "is lost: the service restarted since it was made"
@@ -249,7 +255,7 @@ class SessionManager:
         if self._open.pop(session.id, None) is None:
             return None
         if why is not None:
-            self._gone[session.id] = (why, failure)
+            self._gone[session.id] = (why, failure, session.owner)
             while len(self._gone) > GONE_KEPT:
                 self._gone.popitem(last=False)
         self._count()
@@ -273,7 +279,8 @@ class SessionManager:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     # -- the API -------------------------------------------------------------------------
-    async def create(self, req: SessionCreateRequest) -> SessionInfo:
+    async def create(self, req: SessionCreateRequest, owner: str) -> SessionInfo:
+        """A new session of ``owner`` (a caller's scope), counted in its tenant's quota."""
         limits = resolve_session_limits(req, self.settings)
         if len(self._open) + self._creating.total() >= self.settings.max_sessions:
             raise Overloaded(f"{self.settings.max_sessions} sessions open: the maximum")
@@ -302,34 +309,36 @@ class SessionManager:
         finally:
             self._creating[tenant] -= 1
         now = time.monotonic()
-        session = _Session(session_id, sandbox, limits, now, time.time(), now, tenant)
+        session = _Session(session_id, sandbox, limits, now, time.time(), now, tenant, owner)
         self._open[session.id] = session
         metrics.SESSIONS_CREATED.inc()
         self._count()
         return session.info(now)
 
-    def info(self, session_id: str) -> SessionInfo:
-        session = self._find(session_id)
+    def info(self, session_id: str, owner: str) -> SessionInfo:
+        session = self._find(session_id, owner)
         self._expire_if_due(session)
         return session.info(time.monotonic())
 
-    async def delete(self, session_id: str) -> None:
+    async def delete(self, session_id: str, owner: str) -> None:
         """Remove the session and wait until its sandbox is gone (a lost or expired one is
         forgotten)."""
-        if self._gone.pop(session_id, None) is not None:
+        gone = self._gone.get(session_id)
+        if gone is not None and gone[2] == owner:
+            del self._gone[session_id]
             return
-        removal = self._forget(self._find(session_id), None)
+        removal = self._forget(self._find(session_id, owner), None)
         if removal is not None:
             await asyncio.shield(removal)  # a caller that goes away does not stop the removal
 
     async def execute(
-        self, session_id: str, req: ExecuteRequest, request_id: str
+        self, session_id: str, req: ExecuteRequest, request_id: str, owner: str
     ) -> SessionExecuteResponse:
         refuse_one_shot_fields(req)
-        session = self._find(session_id)
+        session = self._find(session_id, owner)
         await self._take_turn(session)
         try:
-            self._find(session_id)  # deleted, lost or expired while this call waited
+            self._find(session_id, owner)  # deleted, lost or expired while this call waited
             self._expire_if_due(session)
             return await self._call(session, req, request_id)
         finally:
@@ -353,7 +362,7 @@ class SessionManager:
         why = session.expiry(time.monotonic())
         if why is not None:
             self._expire(session, why)
-            self._find(session.id)  # raises SessionGone
+            self._find(session.id, session.owner)  # raises SessionGone
 
     def _expire(self, session: _Session, why: str) -> None:
         metrics.SESSIONS_EXPIRED.labels("lifetime" if "lifetime" in why else "idle").inc()
@@ -387,7 +396,7 @@ class SessionManager:
                 metrics.SANDBOX_ERRORS.inc()
                 why = f"its sandbox failed: {exc}"
                 self._lose(session, why, "sandbox_error", Failure.of(FailureCode.SESSION_LOST))
-                self._find(session.id)  # raises SessionGone
+                self._find(session.id, session.owner)  # raises SessionGone
             finally:
                 if result is None and session.id in self._open:  # cancelled mid-call
                     self._lose(

@@ -245,7 +245,7 @@ def test_a_tenant_at_its_session_quota_leaves_room_for_another() -> None:
         assert body["failure"] == {"code": "overloaded", "retryable": True}
         assert client.post("/sessions", headers=a("B")).status_code == 201
         assert client.post("/sessions").status_code == 201  # the tenant "" is one too
-        client.delete(f"/sessions/{ids[0]}")
+        assert client.delete(f"/sessions/{ids[0]}", headers=a("A")).status_code == 204
         assert client.post("/sessions", headers=a("A")).status_code == 201
 
 
@@ -319,3 +319,21 @@ def test_the_executor_gives_admission_the_work_quota() -> None:
     s = Settings(instance="fake", isolation="container", max_concurrency=2, max_queue=6)
     executor = Executor(s, backends={"container": FakeBackend(lambda job: observed())})
     assert executor.admission.max_per_tenant == s.work_per_tenant == 6
+
+
+def test_a_session_exists_only_for_the_caller_that_made_it() -> None:
+    with service() as (client, fake, executor):
+        sid = client.post("/sessions", headers=a("A")).json()["session_id"]
+        unknown = f"no session {sid!r} (never made, or deleted)"
+        for answer in (
+            client.get(f"/sessions/{sid}", headers=a("B")),
+            client.post(f"/sessions/{sid}/execute", json={"code": "x"}, headers=a("B")),
+            client.post("/execute", json={"code": "x"}, headers=a("B", **{"X-Session-ID": sid})),
+            client.delete(f"/sessions/{sid}", headers=a("B")),
+            client.get(f"/sessions/{sid}"),  # the tenant "" is another caller too
+        ):
+            assert answer.status_code == 404 and answer.json()["detail"] == unknown
+        assert fake.jobs == [] and executor.sessions.open_count == 1
+        ran = client.post(f"/sessions/{sid}/execute", json={"code": "x = 1"}, headers=a("A"))
+        assert ran.status_code == 200 and ran.json()["stdout"] == "x = 1"
+        assert client.delete(f"/sessions/{sid}", headers=a("A")).status_code == 204

@@ -26,7 +26,7 @@ from ..models import (
     RunResult,
 )
 from . import cached
-from .auth import GUARDED
+from .auth import GUARDED, caller_of
 from .errors import RetryAtGateway, failure_of, problem, validated
 from .json_body import JsonBodyRoute
 
@@ -57,7 +57,8 @@ async def execute(req: ExecuteRequest, request: Request, response: Response) -> 
     response.headers["X-Request-ID"] = rid
     session_id = request.headers.get(SESSION_HEADER)
     if session_id is not None:
-        answer = await request.app.state.executor.sessions.execute(session_id, req, rid)
+        sessions = request.app.state.executor.sessions
+        answer = await sessions.execute(session_id, req, rid, caller_of(request).scope)
         response.headers["X-Session-ID"] = answer.session_id
         response.headers["X-Session-Expires-In"] = f"{answer.expires_in:g}"
         result = ExecuteResponse.model_validate(answer.model_dump(include=EXECUTE_FIELDS))

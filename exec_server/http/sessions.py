@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Request, Response
 
 from .. import metrics
 from ..models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
-from .auth import GUARDED
+from .auth import GUARDED, caller_of
 from .execute import request_id
 from .json_body import JsonBodyRoute
 
@@ -36,7 +36,7 @@ _ANSWERS = {
 async def create_session(request: Request, req: OptionalLimits) -> SessionInfo:
     """Open a session: a persistent interpreter in a sandbox of its own (429 when
     ``BOXED_MAX_SESSIONS`` are open)."""
-    info = await request.app.state.executor.sessions.create(req)
+    info = await request.app.state.executor.sessions.create(req, caller_of(request).scope)
     metrics.count_request("/sessions", "201")
     return info
 
@@ -44,13 +44,13 @@ async def create_session(request: Request, req: OptionalLimits) -> SessionInfo:
 @router.get("/sessions/{session_id}", response_model=SessionInfo, responses=_ANSWERS)
 async def get_session(session_id: str, request: Request) -> SessionInfo:
     """The session's limits and the time it has left."""
-    return request.app.state.executor.sessions.info(session_id)
+    return request.app.state.executor.sessions.info(session_id, caller_of(request).scope)
 
 
 @router.delete("/sessions/{session_id}", status_code=204, responses={404: _ANSWERS[404]})
 async def delete_session(session_id: str, request: Request) -> Response:
     """Remove the session; answers once its sandbox is gone."""
-    await request.app.state.executor.sessions.delete(session_id)
+    await request.app.state.executor.sessions.delete(session_id, caller_of(request).scope)
     metrics.count_request("/sessions/{session_id}", "204")
     return Response(status_code=204)
 
@@ -70,6 +70,7 @@ async def execute_in_session(
     imports and files kept from the calls before."""
     rid = request_id(request)
     response.headers["X-Request-ID"] = rid
-    result = await request.app.state.executor.sessions.execute(session_id, req, rid)
+    sessions = request.app.state.executor.sessions
+    result = await sessions.execute(session_id, req, rid, caller_of(request).scope)
     metrics.count_request("/sessions/{session_id}/execute", result.status)
     return result
