@@ -207,8 +207,8 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         description="Snippets one tenant may have running or waiting at once; more: 429. "
-        "Unset: three quarters (rounded up) of BOXED_MAX_CONCURRENCY + BOXED_MAX_QUEUE; at "
-        "most that sum.",
+        "Unset: three quarters (rounded up) of BOXED_MAX_CONCURRENCY + BOXED_MAX_QUEUE, and "
+        "at least BOXED_MAX_BATCH_ITEMS (a whole batch fits); at most that sum.",
     )
     queue_timeout: float = Field(
         default=10.0, gt=0, description="Longest wait for a slot; then 429."
@@ -317,7 +317,11 @@ class Settings(BaseSettings):
     @property
     def work_per_tenant(self) -> int:
         """One tenant's quota of snippets running or waiting for a slot."""
-        return self.max_work_per_tenant or _share(self.max_concurrency + self.max_queue)
+        if self.max_work_per_tenant is not None:
+            return self.max_work_per_tenant
+        total = self.max_concurrency + self.max_queue
+        # a whole /execute/batch of one tenant still fits when the service can hold it at all
+        return min(total, max(_share(total), self.max_batch_items))
 
     @property
     def preload_modules(self) -> list[str]:

@@ -223,8 +223,11 @@ def test_ambiguous_tenant_keys_are_refused_at_start(keys: dict[str, str], proble
 
 
 def test_quota_settings_default_to_three_quarters_and_stay_within_the_global_limits() -> None:
-    s = Settings(max_sessions=32, max_concurrency=4, max_queue=256)
+    s = Settings(max_sessions=32, max_concurrency=4, max_queue=256, max_batch_items=64)
     assert (s.sessions_per_tenant, s.work_per_tenant) == (24, 195)
+    # a whole batch of one tenant fits, as long as the service can hold it at all
+    assert Settings(max_concurrency=4, max_queue=256, max_batch_items=256).work_per_tenant == 256
+    assert Settings(max_concurrency=2, max_queue=6, max_batch_items=256).work_per_tenant == 8
     assert Settings(max_sessions=2).sessions_per_tenant == 2  # rounded up: never below 1
     explicit = Settings(max_sessions=8, max_sessions_per_tenant=8, max_work_per_tenant=3)
     assert (explicit.sessions_per_tenant, explicit.work_per_tenant) == (8, 3)
@@ -316,7 +319,9 @@ def test_the_executor_gives_admission_the_work_quota() -> None:
     from exec_server.backends.fake import FakeBackend, observed
     from exec_server.executor import Executor
 
-    s = Settings(instance="fake", isolation="container", max_concurrency=2, max_queue=6)
+    s = Settings(
+        instance="fake", isolation="container", max_concurrency=2, max_queue=6, max_batch_items=4
+    )
     executor = Executor(s, backends={"container": FakeBackend(lambda job: observed())})
     assert executor.admission.max_per_tenant == s.work_per_tenant == 6
 
