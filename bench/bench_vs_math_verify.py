@@ -177,6 +177,17 @@ def pairs_per_second(res: Graded, rows: list[int]) -> float:
     return len(kept) / sum(kept) if sum(kept) else 0.0
 
 
+def headline(
+    accepted: list[bool], decided: list[bool], rows: list[dict]
+) -> tuple[Confusion, Confusion]:
+    """One grader's counts on the rows the label audit kept, and apart on the ``suspect``
+    rows it set aside (labels their own gold contradicts: counted, never in the headline)."""
+    kept, aside = Confusion(), Confusion()
+    for acc, dec, r in zip(accepted, decided, rows, strict=True):
+        (aside if r.get("suspect") else kept).add(acc, bool(r["label"]), decided=dec)
+    return kept, aside
+
+
 def load_rows(path: Path, limit: int | None, seed: int) -> dict[tuple[str, str], list[dict]]:
     """Rows grouped by (set, kind); with ``limit``, a seeded sample of at most that many."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
@@ -255,7 +266,7 @@ def main() -> None:
     table = Table(title=f"boxed vs Math-Verify on {len(flat)} public rows")
     for col in ("set", "kind", "rows (right)", "grader", "accuracy", "precision", "recall"):
         table.add_column(col, justify="left" if col in ("set", "kind", "grader") else "right")
-    for col in ("wrong accepts", "missed accepts", "undecided", "rows/s"):
+    for col in ("wrong accepts", "missed accepts", "undecided", "suspect set aside", "rows/s"):
         table.add_column(col, justify="right")
     markdown = [
         "| " + " | ".join(str(col.header) for col in table.columns) + " |",
@@ -266,15 +277,14 @@ def main() -> None:
     for (name, kind), rows in groups.items():
         n = len(rows)
         sl = slice(i, i + n)
+        kept = [r for r in rows if not r.get("suspect")]
         for grader, res in (("boxed", boxed), ("Math-Verify", mv)):
-            c = Confusion()
-            for acc, dec, r in zip(res.accepted[sl], res.decided[sl], rows, strict=True):
-                c.add(acc, bool(r["label"]), decided=dec)
-            pos = sum(bool(r["label"]) for r in rows)
+            c, aside = headline(res.accepted[sl], res.decided[sl], rows)
+            pos = sum(bool(r["label"]) for r in kept)
             cells = [
                 name if grader == "boxed" else "",
                 kind if grader == "boxed" else "",
-                f"{n} ({pos})" if grader == "boxed" else "",
+                f"{len(kept)} ({pos})" if grader == "boxed" else "",
                 grader,
                 _fmt(c.accuracy),
                 _fmt(c.precision),
@@ -282,6 +292,7 @@ def main() -> None:
                 str(c.fp),
                 str(c.fn),
                 str(c.undecided),
+                f"{aside.rows} ({aside.tp + aside.tn} agree)",
                 _rate(res.times[sl], res.decided[sl]),
             ]
             table.add_row(*cells, end_section=grader == "Math-Verify")
@@ -292,18 +303,21 @@ def main() -> None:
             if boxed.accepted[j] == label:
                 continue
             extracted = boxed.extracted[j]
+            cls = miss_class(
+                str(r["gold"]),
+                extracted,
+                accepted=boxed.accepted[j],
+                solution=r["answer"] if kind == "solution" else None,
+            )
+            if r.get("suspect"):
+                cls = f"suspect label, set aside: {r['suspect']}"
             misses.append(
                 {
                     **r,
                     "boxed": boxed.detail[j],
                     "extracted": extracted,
                     "mv_right": mv.accepted[j] == label,
-                    "class": miss_class(
-                        str(r["gold"]),
-                        extracted,
-                        accepted=boxed.accepted[j],
-                        solution=r["answer"] if kind == "solution" else None,
-                    ),
+                    "class": cls,
                 }
             )
         i += n

@@ -9,11 +9,17 @@ of each repository, copied to the same layout, works too.
 Each normalized row is one labelled verdict the grader must reproduce::
 
     {"set": ..., "kind": "pair" | "solution", "id": ..., "gold": ..., "answer": ...,
-     "label": true | false, "label_by": "human" | "auto", "source": "<repo>/<path>"}
+     "label": true | false, "label_by": "human" | "auto", "source": "<repo>/<path>",
+     "suspect": null | "<why the gold contradicts the label>"}
 
 ``kind == "pair"``: ``answer`` is the model's final answer as the data set itself marks it
 (the text after ``#### `` / ``A: `` / ``# Answer``), never re-extracted by a grader under test.
 ``kind == "solution"``: ``answer`` is the model's whole solution text, graded end to end.
+
+``suspect`` is the label audit (``suspect_reason``): a rule on the gold, the answer the data set
+marks and the label alone, never on a grader's verdict, sets aside rows whose label the gold
+itself contradicts (an answer identical to the gold labelled wrong, a different plain number
+labelled right). The bench reports them apart and leaves them out of the headline figures.
 
     python bench/mv_convert.py --from-mirrors /work/.mirror   # copy raw files, then convert
     python bench/mv_convert.py                                # convert bench/data/raw only
@@ -28,7 +34,8 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +56,87 @@ class Row:
     label: bool
     label_by: str
     source: str
+    suspect: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Label audit: rows whose label the gold itself contradicts
+
+_PLAIN_NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)$")
+_LATEX_NOISE = re.compile(r"\\[!,;: ]|\\(?:left|right)\b|\\?\$|\s+")
+
+
+def plain_text(answer: str) -> str:
+    """``answer`` without spacing, ``$`` or ``\\$``, ``\\left``/``\\right``, thin spaces and a
+    final period, ``\\dfrac``/``\\tfrac`` read as ``\\frac``: two answers equal here are the
+    same text to any reader."""
+    text = _LATEX_NOISE.sub("", answer)
+    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    return text.rstrip(".")
+
+
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?$")
+
+
+def _plain_number(answer: str) -> float | None:
+    """The value of a plain decimal number (thousands separators allowed), else ``None``."""
+    text = plain_text(answer).replace("{,}", ",")
+    if _THOUSANDS.match(text):
+        text = text.replace(",", "")
+    return float(text) if _PLAIN_NUMBER.match(text) else None
+
+
+def suspect_reason(gold: str, answer: str | None, label: bool) -> str | None:
+    """Why this row's label contradicts its own gold, or ``None``: the answer is the gold's
+    text labelled wrong, or both are plain numbers that differ and the answer is labelled
+    right. Decided from the data alone (a labeller's slip, not a grader's opinion)."""
+    if answer is None:
+        return None
+    if not label and plain_text(answer) == plain_text(gold):
+        return "labelled wrong, identical to the gold"
+    g, a = _plain_number(gold), _plain_number(answer)
+    if label and g is not None and a is not None and g != a:
+        return "labelled right, a different number than the gold"
+    if not label and g is not None and g == a:
+        return "labelled wrong, the gold's number"
+    return None
+
+
+_MATH_SEGMENT = re.compile(r"\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_NUMBER = re.compile(r"(?<![\d./])[-+]?\d[\d,]*(?:\.\d+)?(?:/\d+)?(?![\d/])")
+_HEDGE = re.compile(r"\bor\b")
+
+
+def stated_value(step: str) -> str | None:
+    """The value a solution's last step states, read as plainly as a labeller would: whichever
+    comes last of its last math segment (the part after that segment's last ``=``) and its last
+    number in prose; ``None`` when the step offers alternatives (an "or"). Used by the label
+    audit only, never to grade."""
+    if _HEDGE.search(step):
+        return None
+    found: list[tuple[int, str]] = []
+    segments = list(_MATH_SEGMENT.finditer(step))
+    if segments:
+        seg = segments[-1]
+        body = next(g for g in seg.groups() if g)
+        found.append((seg.end(), body.rsplit("=", 1)[-1].strip().rstrip(".")))
+    prose = _MATH_SEGMENT.sub(lambda m: " " * len(m.group(0)), step)
+    numbers = list(_NUMBER.finditer(prose))
+    if numbers:
+        found.append((numbers[-1].end(), numbers[-1].group(0).rstrip(",")))
+    return max(found)[1] if found else None
+
+
+def audit(rows: list[Row]) -> list[Row]:
+    """``rows`` with ``suspect`` set by ``suspect_reason``: a pair on its own answer, a solution
+    on the answer its data set marks (the pair row of the same set and id), if any."""
+    marked = {(r.set, r.id): r.answer for r in rows if r.kind == "pair"}
+    out = []
+    for r in rows:
+        answer = r.answer if r.kind == "pair" else marked.get((r.set, r.id))
+        reason = r.suspect or suspect_reason(r.gold, answer, r.label)
+        out.append(replace(r, suspect=reason))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -170,37 +258,141 @@ def convert_qwen_math_samples(lines: Iterable[str], source: str) -> Iterator[Row
                 yield Row("qwen-math-samples", "pair", rid, gold, str(pred), label, "auto", source)
 
 
-def convert_unittest_equivalence(docs: Iterable[str], source: str) -> Iterator[Row]:
-    """A grader's own unittest file (hendrycks/math ``math_equivalence_test.py``): each test
-    method assigns ``test_in`` (read as the gold) and ``test_out`` (the answer) string literals
-    and asserts ``assertTrue`` / ``assertFalse`` of ``is_equiv(test_in, test_out)``. Read with
-    ``ast``, never executed; a method of any other shape is skipped."""
+def _str_const(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _assert_label(stmt: ast.stmt) -> bool | None:
+    """``True``/``False`` for ``self.assertTrue(f(test_in, test_out, ...))`` /
+    ``assertFalse(...)`` whose first two arguments are the names ``test_in`` and ``test_out``
+    (whatever ``f`` is: the file's equivalence function or a helper returning it), else ``None``."""
+    if not (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr in ("assertTrue", "assertFalse")
+        and stmt.value.args
+        and isinstance(stmt.value.args[0], ast.Call)
+    ):
+        return None
+    args = stmt.value.args[0].args[:2]
+    if [a.id for a in args if isinstance(a, ast.Name)] != ["test_in", "test_out"]:
+        return None
+    return stmt.value.func.attr == "assertTrue"
+
+
+def _pair_list(node: ast.expr) -> list[tuple[str, str]] | None:
+    """A literal list of ``(str, str)`` tuples, else ``None``."""
+    if not isinstance(node, ast.List):
+        return None
+    pairs = []
+    for elt in node.elts:
+        if not isinstance(elt, ast.Tuple) or len(elt.elts) != 2:
+            return None
+        a, b = (_str_const(e) for e in elt.elts)
+        if a is None or b is None:
+            return None
+        pairs.append((a, b))
+    return pairs
+
+
+def unittest_pairs(doc: str) -> Iterator[tuple[str, str, str, bool]]:
+    """(test name, ``test_in``, ``test_out``, asserted equal?) of every assertion of a grader's
+    unittest file, read with ``ast`` and never executed. Understood shapes, statement by
+    statement in each ``test*`` method: ``test_in = "..."`` / ``test_out = "..."`` then
+    ``self.assertTrue|assertFalse(f(test_in, test_out, ...))``; and ``NAME = [("in", "out"),
+    ...]`` then ``for test_in, test_out in NAME:`` around such an assertion. Anything else is
+    skipped."""
+    for node in ast.walk(ast.parse(doc)):
+        if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+            continue
+        strings: dict[str, str] = {}
+        lists: dict[str, list[tuple[str, str]]] = {}
+        for stmt in node.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target = stmt.targets[0]
+                if isinstance(target, ast.Name) and _str_const(stmt.value) is not None:
+                    strings[target.id] = _str_const(stmt.value) or ""
+                elif isinstance(target, ast.Name) and _pair_list(stmt.value) is not None:
+                    lists[target.id] = _pair_list(stmt.value) or []
+            elif (label := _assert_label(stmt)) is not None:
+                if {"test_in", "test_out"} <= strings.keys():
+                    yield node.name, strings["test_in"], strings["test_out"], label
+            elif (
+                isinstance(stmt, ast.For)
+                and isinstance(stmt.iter, ast.Name)
+                and stmt.iter.id in lists
+                and isinstance(stmt.target, ast.Tuple)
+                and [e.id for e in stmt.target.elts if isinstance(e, ast.Name)]
+                == ["test_in", "test_out"]
+                and len(stmt.body) == 1
+                and (label := _assert_label(stmt.body[0])) is not None
+            ):
+                for test_in, test_out in lists[stmt.iter.id]:
+                    yield node.name, test_in, test_out, label
+
+
+def convert_unittest_equivalence(
+    docs: Iterable[str], source: str, set_name: str = "grader-tests"
+) -> Iterator[Row]:
+    """A grader's own unittest file (hendrycks/math ``math_equivalence_test.py``, MARIO_EVAL's
+    ``test_is_equiv.py``): each asserted pair is a row, ``test_in`` read as the gold and
+    ``test_out`` as the answer, labelled by its authors' assertion (``unittest_pairs``). The
+    labels are that grader's policy (units dropped, a tolerance on decimals), not only
+    mathematics: the doc says where they differ."""
     for doc in docs:
-        for node in ast.walk(ast.parse(doc)):
-            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+        counts: dict[str, int] = {}
+        for name, gold, answer, label in unittest_pairs(doc):
+            k = counts[name] = counts.get(name, -1) + 1
+            yield Row(set_name, "pair", f"{name}#{k}", gold, answer, label, "human", source)
+
+
+def last_box(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` in ``text`` (braces balanced), or ``None``:
+    how the MATH-style data sets mark a solution's final answer."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed")
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i + 1 : j].strip() or None
+    return None
+
+
+def convert_rewardbench_math(docs: Iterable[str], source: str) -> Iterator[Row]:
+    """RewardBench's ``math-prm`` subset as RewardMATH ships it
+    (``results/Rewardbench/rewardbench_Math_Shepherd.json``: 447 MATH test problems, each with a
+    ``chosen`` solution, a human-written one rewritten by GPT-4, and a ``rejected`` one, a
+    GPT-4 solution PRM800K's labellers graded wrong). The gold is the problem's MATH answer from
+    ``dataset/math_test/experiments_test_filtered.json`` (the first document). Label = chosen;
+    a pair row when the solution's last step has a ``\\boxed{}``. A rejected solution is
+    rejected for a step a labeller rated wrong, not for its answer: one whose last step states
+    the gold (``stated_value``) is ``suspect``."""
+    answers_doc, *rest = docs
+    golds = {rec["problem"]: str(rec["answer"]).strip() for rec in json.loads(answers_doc)}
+    for doc in rest:
+        for n, rec in enumerate(json.loads(doc)):
+            gold = golds.get(rec["problem"])
+            if gold is None:
                 continue
-            strings: dict[str, str] = {}
-            label: bool | None = None
-            for stmt in node.body:
-                if (
-                    isinstance(stmt, ast.Assign)
-                    and len(stmt.targets) == 1
-                    and isinstance(stmt.targets[0], ast.Name)
-                    and isinstance(stmt.value, ast.Constant)
-                    and isinstance(stmt.value.value, str)
-                ):
-                    strings[stmt.targets[0].id] = stmt.value.value
-                elif (
-                    isinstance(stmt, ast.Expr)
-                    and isinstance(stmt.value, ast.Call)
-                    and isinstance(stmt.value.func, ast.Attribute)
-                    and stmt.value.func.attr in ("assertTrue", "assertFalse")
-                ):
-                    label = stmt.value.func.attr == "assertTrue"
-            if label is None or not {"test_in", "test_out"} <= strings.keys():
-                continue
-            gold, answer = strings["test_in"], strings["test_out"]
-            yield Row("grader-tests", "pair", node.name, gold, answer, label, "human", source)
+            steps = rec["eval_solution"]
+            sol = "\n\n".join(steps)
+            label = rec["solution_type"] == "chosen"
+            rid = f"{rec['problem_id']}:{rec['solution_type']}:{n}"
+            stated = stated_value(steps[-1]) if steps and not label else None
+            suspect = (
+                "rejected for a step (PRM800K's rating), its last step states the gold"
+                if stated is not None and suspect_reason(gold, stated, label)
+                else None
+            )
+            yield Row(
+                "rewardbench-math", "solution", rid, gold, sol, label, "human", source, suspect
+            )
+            ans = last_box(steps[-1]) if steps else None
+            if ans is not None:
+                yield Row("rewardbench-math", "pair", rid, gold, ans, label, "human", source)
 
 
 @dataclass(frozen=True)
@@ -251,6 +443,21 @@ SOURCES: tuple[Source, ...] = (
         convert_unittest_equivalence,
         whole_file=True,
     ),
+    Source(
+        "MARIO-Math-Reasoning/MARIO_EVAL",
+        ("math_evaluation/tests/test_is_equiv.py",),
+        partial(convert_unittest_equivalence, set_name="mario-tests"),
+        whole_file=True,
+    ),
+    Source(
+        "kimsh0507/RewardMATH_official",
+        (
+            "dataset/math_test/experiments_test_filtered.json",
+            "results/Rewardbench/rewardbench_Math_Shepherd.json",
+        ),
+        convert_rewardbench_math,
+        whole_file=True,
+    ),
 )
 
 
@@ -274,20 +481,23 @@ def copy_from_mirrors(mirrors: Path, raw: Path = RAW) -> None:
 
 
 def convert_all(raw: Path = RAW) -> list[Row]:
-    """Every row of every source present under ``raw`` (a missing file is reported, skipped)."""
+    """Every row of every source present under ``raw`` (a missing file is reported, skipped;
+    so is a whole-file source with any file missing), with the label audit applied."""
     rows: list[Row] = []
     for src in SOURCES:
         present = [p for p in src.paths if raw_path(src.repo, p, raw).exists()]
         for p in sorted(set(src.paths) - set(present)):
             print(f"missing: {raw_path(src.repo, p, raw)}", file=sys.stderr)
         if src.whole_file:
+            if len(present) < len(src.paths):
+                continue  # its documents are read together (and by position): all or none
             docs = [raw_path(src.repo, p, raw).read_text() for p in present]
             rows.extend(src.convert(docs, f"{src.repo}/{Path(src.paths[0]).parent}/"))
             continue
         for p in present:
             lines = raw_path(src.repo, p, raw).read_text().splitlines()
             rows.extend(src.convert(lines, f"{src.repo}/{p}"))
-    return rows
+    return audit(rows)
 
 
 def main() -> None:
@@ -304,10 +514,11 @@ def main() -> None:
             f.write(json.dumps(asdict(row), ensure_ascii=False) + "\n")
     counts: dict[tuple[str, str], list[int]] = {}
     for r in rows:
-        c = counts.setdefault((r.set, r.kind), [0, 0])
+        c = counts.setdefault((r.set, r.kind), [0, 0, 0])
         c[r.label] += 1
-    for (name, kind), (neg, pos) in sorted(counts.items()):
-        print(f"{name:16} {kind:8} {pos + neg:6} rows ({pos} labelled right)")
+        c[2] += r.suspect is not None
+    for (name, kind), (neg, pos, suspect) in sorted(counts.items()):
+        print(f"{name:18} {kind:8} {pos + neg:6} rows ({pos} labelled right, {suspect} suspect)")
     print(f"-> {args.out}")
 
 

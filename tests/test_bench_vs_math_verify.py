@@ -124,9 +124,100 @@ class T(unittest.TestCase):
 """
     rows = list(mv_convert.convert_unittest_equivalence([doc], "src"))
     assert [(r.id, r.gold, r.answer, r.label) for r in rows] == [
-        ("test_half", "1/2", "\\frac{1}{2}", True),
-        ("test_order", "10, 4", "4, 10", False),
+        ("test_half#0", "1/2", "\\frac{1}{2}", True),
+        ("test_order#0", "10, 4", "4, 10", False),
     ]
+
+
+def test_unittest_equivalence_reads_helpers_sequences_and_pair_loops() -> None:
+    doc = """
+class T(unittest.TestCase):
+    def test_many(self):
+        test_in = "1, 2"
+        test_out = "2, 1"
+        self.assertTrue(_test_is_equiv(test_in, test_out, verbose=False))
+        test_in = "[-3,2]"
+        test_out = "(-3,2)"
+        self.assertFalse(_test_is_not_equiv(test_in, test_out, verbose=False))
+        test_pairs = [("10 cm", "10"), ("10 weeks", "10")]
+        for test_in, test_out in test_pairs:
+            self.assertTrue(_test_is_equiv(test_in, test_out))
+"""
+    rows = list(mv_convert.convert_unittest_equivalence([doc], "src", set_name="mario-tests"))
+    assert [(r.set, r.id, r.gold, r.answer, r.label) for r in rows] == [
+        ("mario-tests", "test_many#0", "1, 2", "2, 1", True),
+        ("mario-tests", "test_many#1", "[-3,2]", "(-3,2)", False),
+        ("mario-tests", "test_many#2", "10 cm", "10", True),
+        ("mario-tests", "test_many#3", "10 weeks", "10", True),
+    ]
+
+
+def test_rewardbench_math_joins_the_gold_by_problem_and_pairs_only_boxed_steps() -> None:
+    answers = json.dumps([{"problem": "p1", "answer": "12"}, {"problem": "p2", "answer": "3"}])
+    sols = [
+        {"problem": "p1", "problem_id": 0, "solution_type": "chosen",
+         "eval_solution": ["5 + 7", "so $\\boxed{12}$."]},
+        {"problem": "p1", "problem_id": 0, "solution_type": "rejected",
+         "eval_solution": ["5 + 6", "So the answer is 11."]},
+        {"problem": "p2", "problem_id": 1, "solution_type": "rejected",
+         "eval_solution": ["1 + 1 = 3 (a wrong step)", "Therefore $x = 3$."]},
+        {"problem": "unknown", "problem_id": 2, "solution_type": "chosen", "eval_solution": ["1"]},
+    ]  # fmt: skip
+    rows = mv_convert.audit(
+        list(mv_convert.convert_rewardbench_math([answers, json.dumps(sols)], "s"))
+    )
+    assert [(r.kind, r.gold, r.label, r.suspect is not None) for r in rows] == [
+        ("solution", "12", True, False),
+        ("pair", "12", True, False),
+        ("solution", "12", False, False),
+        # rejected for a step, yet it states the gold: its label is not about the answer
+        ("solution", "3", False, True),
+    ]
+    assert rows[1].answer == "12"
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "label", "suspect"),
+    [
+        ("4", "4", False, "identical"),
+        ("\\left( 3, \\dfrac{\\pi}{2} \\right)", "(3,\\frac{\\pi}{2}).", False, "identical"),
+        ("10{,}000", "10000", False, "the gold's number"),
+        ("\\$18.90", "18.90", False, "identical"),  # a currency sign is not a difference
+        ("20", "8", True, "a different number"),
+        ("1,000", "1000", True, None),  # thousands separators: the same number
+        ("3, 5, 7", "3, 7, 5", True, None),  # a list is not a number: no opinion
+        ("\\frac{1}{2}", "0.5", True, None),  # equal forms are the grader's business
+        ("5", "6", False, None),
+        ("5", None, False, None),
+    ],
+)
+def test_suspect_reason_is_decided_by_the_data_alone(
+    gold: str, answer: str | None, label: bool, suspect: str | None
+) -> None:
+    reason = mv_convert.suspect_reason(gold, answer, label)
+    assert (reason is None) == (suspect is None)
+    assert suspect is None or suspect in (reason or "")
+
+
+@pytest.mark.parametrize(
+    ("step", "stated"),
+    [
+        ("Therefore, $x=83$ is the correct solution.", "83"),
+        ("This gives me $a+b = 121 + 909 = 1030$.", "1030"),
+        ("So $\\frac{13}{15}$ as a percentage is 86.67%.", "86.67"),  # prose after the math
+        ("Simplifying, I get \\[CD=-5.\\]", "-5"),
+        ("The radius is r = 1/3 units.", "1/3"),
+        ("The third side can be either 2 or 3.", None),  # alternatives: no single value
+        ("I could not finish.", None),
+    ],
+)
+def test_stated_value_reads_the_last_value_a_step_states(step: str, stated: str | None) -> None:
+    assert mv_convert.stated_value(step) == stated
+
+
+def test_last_box_balances_braces() -> None:
+    assert mv_convert.last_box("$\\boxed{1}$ then $\\boxed{\\frac{1}{2}}$.") == "\\frac{1}{2}"
+    assert mv_convert.last_box("no box") is None
 
 
 def test_convert_all_reads_the_raw_layout(tmp_path: Path) -> None:
@@ -136,9 +227,9 @@ def test_convert_all_reads_the_raw_layout(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(rec) + "\n")
     rows = mv_convert.convert_all(tmp_path)  # the other sources are missing: skipped
-    assert [(r.set, r.kind, r.answer) for r in rows] == [
-        ("gsm8k-samples", "solution", "1+1=2\nA: 2"),
-        ("gsm8k-samples", "pair", "2"),
+    assert [(r.set, r.kind, r.answer, r.suspect) for r in rows] == [
+        ("gsm8k-samples", "solution", "1+1=2\nA: 2", None),
+        ("gsm8k-samples", "pair", "2", None),
     ]
 
 
