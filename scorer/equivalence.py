@@ -24,6 +24,7 @@ from functools import lru_cache
 
 from scorer.answer import Found, find_answer
 from scorer.compare import Comparer, ExactBackend, Undecided
+from scorer.list_order import compare_in_order
 from scorer.nodes import Answer, Coll, Expr, Text, Union
 from scorer.normalize import comparison_key, normalize_answer
 from scorer.parse import TooDeep, parse_answer
@@ -178,9 +179,10 @@ def verify(
             return Verdict(False, Reason.NOT_EQUAL, problem)
     if comparison_key(p_norm) == comparison_key(g_norm):
         return Verdict(True, Reason.STRING_MATCH)
-    if want is not None and want.ordered and isinstance(_parsed(p_norm), Coll):
-        p_norm = f"({p_norm})"  # "in increasing order": a bare list is compared in order
-    p_ans, g_ans = _parsed(p_norm), _parsed(g_norm)
+    g_ans = _parsed(g_norm)
+    if isinstance(_parsed(p_norm), Coll) and g_ans is not None and compare_in_order(g_ans, want):
+        p_norm = f"({p_norm})"  # a bare list compared in order (scorer.list_order)
+    p_ans = _parsed(p_norm)
     if p_ans is None or g_ans is None:
         return Verdict(False, Reason.TOO_DEEP, "nesting above the cap")
     p_alt, g_alt = _decimal_comma(p_norm, g_ans), _decimal_comma(g_norm, p_ans)

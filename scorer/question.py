@@ -24,6 +24,11 @@ _ORDER = re.compile(
     r"|from\s+(?:least|smallest|greatest|largest)\s+to\s+(?:greatest|largest|least|smallest)"
     r"|ordered\s+(?:pair|triple|list|tuple)|in\s+the\s+order)\b"
 )
+_ALL_VALUES = re.compile(
+    r"(?i)\b(?:find|enter|list|determine|compute|give)\s+all\b"
+    r"|\ball\s+(?:the\s+)?(?:possible\s+|real\s+|distinct\s+)*"
+    r"(?:values?|solutions?|roots?|zeros?|integers?|numbers?)\b"
+)
 _INTEGER = re.compile(r"(?i)nearest\s+(?:integer|whole\s+number)|as\s+an\s+integer")
 _UNIT_ASKED = re.compile(r"(?i)\bin\s+(?:units\s+of\s+)?(?P<unit>[a-z]+(?:\s*/\s*[a-z]+)?)\b")
 
@@ -40,6 +45,7 @@ class Demands:
     fraction: bool = False
     pi: bool = False
     ordered: bool = False
+    all_values: bool = False
     integer: bool = False
     unit: str | None = None
     expressions: frozenset[str] = frozenset()
@@ -56,6 +62,7 @@ def demands(question: str | None) -> Demands:
         fraction=bool(_FRACTION.search(question)),
         pi=bool(_IN_TERMS_OF_PI.search(question)),
         ordered=bool(_ORDER.search(question)),
+        all_values=bool(_ALL_VALUES.search(question)),
         integer=bool(_INTEGER.search(question)),
         unit=unit,
         expressions=_expressions(question),

@@ -370,7 +370,13 @@ def test_list_near_misses(items: list[int], rnd) -> None:
     rnd.shuffle(perm)
     if perm != items:
         rejected(tup, "(" + ", ".join(map(str, perm)) + ")")  # a tuple is ordered
-    accepted(", ".join(map(str, perm)), ", ".join(map(str, items)))  # a bare list is not
+    bare, bare_perm = ", ".join(map(str, items)), ", ".join(map(str, perm))
+    if items in (sorted(items), sorted(items, reverse=True)):
+        accepted(bare_perm, bare)  # a gold listed in increasing or decreasing order: a set
+    elif perm != items:
+        rejected(bare_perm, bare)  # a gold listed in an order it chose: in that order
+        all_of = "Find all the solutions."  # ... unless the question asks for all the values
+        assert verify(bare_perm, bare, question=all_of).correct, (bare_perm, bare)
     rejected(", ".join(map(str, items)), ", ".join(map(str, items[:-1])))
     rejected(", ".join(map(str, items)), str(items[0]))  # a hedge is not an answer
     rejected("\\{" + ", ".join(map(str, items)) + "\\}", tup)
