@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from scorer.answer import Found, find_answer
+from scorer.approximation import stated_approximations
 from scorer.compare import Comparer, ExactBackend, Undecided
 from scorer.list_order import compare_in_order
 from scorer.nodes import Answer, Coll, Expr, Text, Union
@@ -139,6 +140,22 @@ def _parsed(norm: str) -> Answer | None:
 
 
 def verify(
+    pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT, question: str | None = None
+) -> Verdict:
+    """Compare ``pred`` with ``gold`` (:func:`_verify`), then make sure no decimal the answer
+    gives after an ``\\approx`` contradicts the gold (:mod:`scorer.approximation`)."""
+    out = _verify(pred, gold, timeout=timeout, question=question)
+    if not out.correct or not isinstance(pred, str) or "approx" not in pred and "≈" not in pred:
+        return out
+    found = find_answer(pred)
+    for decimal in stated_approximations(_normalize(found.answer or "")):
+        check = _verify(decimal, gold, timeout=timeout)
+        if not check.correct and check.reason not in (Reason.TIMEOUT, Reason.ERROR):
+            return Verdict(False, Reason.NOT_EQUAL, f"its approximation {decimal} is not the gold")
+    return out
+
+
+def _verify(
     pred: str, gold: Gold, *, timeout: float = DEFAULT_TIMEOUT, question: str | None = None
 ) -> Verdict:
     """Compare ``pred`` with ``gold``; see docs/scorer.md for the rules and reason codes.
