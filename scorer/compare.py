@@ -147,12 +147,21 @@ def _try_exact(node: Ast) -> Fraction | type | None:
         return None
 
 
+FLOAT_SIG_FIGS = 15  # a gold decimal this long is a float's rendering of a value, not a claim
+
+
 def exact_numbers_equal(p: Ast, vp: Fraction, g: Ast, vg: Fraction) -> Verdict:
-    """Two exact rationals: equal, or a decimal standing for the other (see exact.rounds_to)."""
+    """Two exact rationals (``p`` the answer, ``g`` the gold): equal, or a decimal standing for
+    the other (see exact.rounds_to). An answer decimal coarser than a gold decimal written out
+    to fewer than :data:`FLOAT_SIG_FIGS` figures (``0.356`` for ``.35625``) drops digits the
+    gold states, and is refused; a gold that is a float's 16-17 digit rendering is not held
+    to its last digit."""
     if vp == vg:
         return _equal(Reason.NUMERIC_EQUAL)
     dp, dg = decimal_literal(p), decimal_literal(g)
-    if dp and dg:
+    if dp and dg and dp[1] > dg[1] and dg[2] < FLOAT_SIG_FIGS:
+        ok = False  # coarser than a gold written out to its last digit: precision lost
+    elif dp and dg:
         ok = decimals_agree(dp, dg)
     elif dp:
         ok = rounds_to(dp, vg)

@@ -149,8 +149,11 @@ APPROX_ACCEPTED = [
     ("\\frac{1}{432}", "2.314814814815 \\times 10^{-3}"),
     ("2.718", "e"),
     ("16386.169", "16386.17"),  # two decimals: the coarser is the finer one rounded
+    ("0.333", 0.3333333333333333),  # a float gold's 16 digits are a rendering, not a claim
 ]
 APPROX_REJECTED = [
+    ("0.356", ".35625"),  # coarser than a gold written out to its last digit
+    ("16386.17", "16386.169"),
     ("0.33", "\\frac{1}{3}"),  # 2 significant figures
     ("0.3", "\\frac{1}{3}"),
     ("0.334", "\\frac{1}{3}"),  # neither rounding nor truncation
