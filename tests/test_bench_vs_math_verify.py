@@ -298,3 +298,14 @@ def test_math_verify_runs_in_a_child_on_the_same_rows() -> None:
     out = bench.run_math_verify(ROWS, row_timeout=30.0)
     assert out.accepted == [True, False, True, True, False]  # its extraction reads "A: 7"
     assert out.decided == [True] * 5
+
+
+def test_headline_leaves_suspect_rows_out_and_counts_them_apart() -> None:
+    rows = [
+        {"label": True},
+        {"label": False},
+        {"label": False, "suspect": "labelled wrong, identical to the gold"},
+    ]
+    kept, aside = bench.headline([True, False, True], [True, True, True], rows)
+    assert (kept.tp, kept.fp, kept.fn, kept.tn) == (1, 0, 0, 1)
+    assert (aside.rows, aside.fp) == (1, 1)  # the accepted suspect row is no wrong accept
