@@ -9,9 +9,10 @@ has one answer everywhere. The rules (docs/scorer.md, "Which answer counts"):
 2. Only the answer region (:func:`answer_region`): after the last ``</think>``, never inside a
    reopened or unclosed ``<think>``.
 3. Boxes: consecutive boxes joined by *and* or commas are one ordered answer (a ``seq``);
-   joined by *or*, or glued with nothing between, they are a hedge. ``binary`` and the library
-   take the last run, ``interleaved`` the first. Every distinct box of the region is a
-   candidate: more different candidates than the gold has parts is a hedge
+   joined by *or*, or glued with nothing between, they are a hedge, unless they state one
+   value (:func:`one_value`: the same text, or one exact number in several forms). ``binary``
+   and the library take the last run, ``interleaved`` the first. Every distinct box of the
+   region is a candidate: more different candidates than the gold has parts is a hedge
    (:func:`scorer.equivalence.hedged`).
 4. No box: with ``fallback``, the last final-answer phrase ("the answer is X", "Final answer:
    X"), else the last standalone math expression or number of the text; never one whose
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from scorer.exact import NotRational, TooBig, exact_value
 from scorer.extract import (
     Box,
     answer_region,
@@ -32,6 +34,7 @@ from scorer.extract import (
     mask_hidden,
     mask_tool_output,
 )
+from scorer.nodes import Expr
 from scorer.normalize import (
     DOUBT,
     answer_from_segment,
@@ -46,7 +49,7 @@ from scorer.normalize import (
     stated_boxes,
     takes_back,
 )
-from scorer.parse import SEQ_SEP
+from scorer.parse import SEQ_SEP, ParseError, parse_answer
 
 Source = Literal["box", "phrase", "expression", "none"]
 
@@ -187,8 +190,8 @@ def _from_boxes(region: str, boxes: list[Box], *, first: bool, gold: bool) -> Fo
         return Found(", ".join(contents), "box")
     keys = {comparison_key(normalize_answer(b.content or "")) for b in boxes}
     bad = next((join for join in run_joins if join != "and"), None)
-    if bad is not None and len({comparison_key(normalize_answer(c)) for c in contents}) == 1:
-        contents = contents[:1]  # the same box written twice (``\\boxed{7}\\quad\\boxed{7}``)
+    if bad is not None and one_value(contents):
+        contents = contents[:1]  # one value written twice (``\\boxed{7}\\quad\\boxed{7}``)
     elif bad is not None:
         return Found(None, "box", hedge=f"boxes joined by {bad}")
     if any(_BOX_INSIDE.search(c) for c in contents):
@@ -201,6 +204,27 @@ def _from_boxes(region: str, boxes: list[Box], *, first: bool, gold: bool) -> Fo
     if not any(c.strip() for c in stated):
         return Found(None, "none", candidates=candidates)
     return Found(f" {SEQ_SEP} ".join(stated), "box", candidates=candidates)
+
+
+def one_value(contents: list[str]) -> bool:
+    """Boxes that state one value: the same text, or the same exact number in several forms
+    (``\\boxed{15\\frac{39}{40}}, or \\boxed{\\frac{639}{40}}``). Offering one value twice is
+    no hedge; any other difference between boxes joined by *or* is."""
+    norms = [normalize_answer(c) for c in contents]
+    if len({comparison_key(n) for n in norms}) == 1:
+        return True
+    values = set()
+    for norm in norms:
+        try:
+            ans = parse_answer(norm)
+            if not isinstance(ans, Expr):
+                return False
+            values.add(exact_value(ans.node))
+        except (ParseError, NotRational, TooBig, ZeroDivisionError, OverflowError, ValueError):
+            return False
+        except RecursionError:
+            return False
+    return len(values) == 1
 
 
 def _stated_in_box(content: str) -> str | None:
