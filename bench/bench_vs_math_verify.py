@@ -10,6 +10,9 @@ Reads the normalized rows that ``bench/mv_convert.py`` writes to the git-ignored
   ``scorer.rewards.score_text`` with the ``binary`` preset (accepted = status ``correct``);
   Math-Verify ``verify(parse(gold), parse(solution))`` with its default extraction configs.
 
+Rows the converter's label audit marked ``suspect`` (a label its own gold contradicts) are
+left out of the headline figures and counted in their own column.
+
 Math-Verify runs in a child process with a per-row kill switch (some inputs hang it); a killed
 row is counted as not accepted and reported as undecided. boxed's timeouts and worker errors
 (no reward on the reward path) are counted the same way. Rates are decided rows / their summed
