@@ -140,7 +140,7 @@ async def bench_engine(budget: float) -> list[Row]:
         container = api.create_container(
             IMAGE,
             command=["python3", "-I", "-c", CODE],
-            user=sandboxes.settings.sandbox_user,
+            user=str(sandboxes.settings.sandbox_uid_range.first),
             labels=sandboxes.labels,
             network_disabled=True,
             host_config=host_config,

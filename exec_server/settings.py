@@ -7,6 +7,7 @@ maximum (a request asking for more gets 422 naming the maximum).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
@@ -16,6 +17,33 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 Isolation = Literal["container", "process"]
 # A snippet's memory limit below this cannot even start the interpreter with its runner.
 MIN_MEMORY_MB = 64
+# The sandbox uids: 0x70000000 + 64 Ki, above useradd's subordinate ids (SUB_UID_MAX
+# 600100000) and systemd's container ranges (524288-1879048191), below 2**31 (docs/settings.md).
+SANDBOX_UIDS = "1879048192-1879113727"
+MAX_SANDBOX_UID = 2**31 - 2  # larger ids break tools that read them signed
+MAX_SANDBOX_UIDS = 1 << 20  # uids in the range at most
+
+
+@dataclass(frozen=True)
+class UidRange:
+    """An inclusive range of host uids (``BOXED_SANDBOX_UIDS``: ``first-last`` or one uid)."""
+
+    first: int
+    last: int
+
+    @classmethod
+    def parse(cls, text: str) -> UidRange:
+        first, _, last = text.partition("-")
+        return cls(int(first), int(last or first))
+
+    def __str__(self) -> str:
+        return f"{self.first}-{self.last}"
+
+    def __len__(self) -> int:
+        return self.last - self.first + 1
+
+    def __contains__(self, uid: object) -> bool:
+        return isinstance(uid, int) and self.first <= uid <= self.last
 
 
 def available_cores() -> int:
@@ -139,8 +167,27 @@ class Settings(BaseSettings):
         "running as root in the host's PID namespace, runc); otherwise, or when it cannot, "
         "the attach stream.",
     )
-    sandbox_user: str = Field(
-        default="10001:10001", description="Non-zero uid:gid the code runs as in a sandbox."
+    sandbox_uids: str = Field(
+        default=SANDBOX_UIDS,
+        pattern=r"^\d+(-\d+)?$",
+        description="Host uids the sandboxes run code as, 'first-last': each sandbox container "
+        "gets one of its own for its life (its gid is the same number), unique across every "
+        "boxed service of the host, so no per-user kernel limit (pipe buffers, inotify) is "
+        "shared between sandboxes. Refused at start if it meets a user, group or /etc/subuid, "
+        f"/etc/subgid range of the host; at most {MAX_SANDBOX_UIDS} uids, none above "
+        f"{MAX_SANDBOX_UID}.",
+    )
+    sandbox_uid_dir: str = Field(
+        default="/run/boxed/uids",
+        description="Host directory recording which sandbox uids are held (a lock file per "
+        "uid; a dead service's locks vanish with it): the same directory for every boxed "
+        "service of the host (mounted into a service that runs in a container).",
+    )
+    sandbox_user: str | None = Field(
+        default=None,
+        description="Deprecated: one non-zero uid[:gid] every sandbox shares, so that one "
+        "sandbox can shrink another's pipes (warned at start); set, it is used instead of "
+        "BOXED_SANDBOX_UIDS.",
     )
     preload: str = Field(
         default="sympy,numpy",
@@ -269,6 +316,7 @@ class Settings(BaseSettings):
         "pod_key_file",
         "tenant_keys",
         "tenant_keys_file",
+        "sandbox_user",
         mode="before",
     )
     @classmethod
@@ -299,10 +347,21 @@ class Settings(BaseSettings):
             raise ValueError(
                 "BOXED_MAX_WORK_PER_TENANT exceeds BOXED_MAX_CONCURRENCY + BOXED_MAX_QUEUE"
             )
-        ids = self.sandbox_user.split(":", 1)
-        if not all(i.isdigit() and int(i) > 0 for i in ids):
-            # the supervisor drops each child to it: root would keep capabilities
-            raise ValueError("BOXED_SANDBOX_USER must be a non-zero uid[:gid], numeric")
+        if self.sandbox_user is not None:
+            ids = self.sandbox_user.split(":", 1)
+            if not all(i.isdigit() and int(i) > 0 for i in ids):
+                # the supervisor drops each child to it: root would keep capabilities
+                raise ValueError("BOXED_SANDBOX_USER must be a non-zero uid[:gid], numeric")
+            if "sandbox_uids" in self.model_fields_set:
+                raise ValueError("set BOXED_SANDBOX_UIDS or the deprecated BOXED_SANDBOX_USER")
+        uids = self.sandbox_uid_range
+        if not 0 < uids.first <= uids.last <= MAX_SANDBOX_UID:
+            raise ValueError(
+                f"BOXED_SANDBOX_UIDS must be first-last with 0 < first <= last <= "
+                f"{MAX_SANDBOX_UID} (root would keep capabilities)"
+            )
+        if len(uids) > MAX_SANDBOX_UIDS:
+            raise ValueError(f"BOXED_SANDBOX_UIDS holds more than {MAX_SANDBOX_UIDS} uids")
         return self
 
     @property
@@ -322,6 +381,10 @@ class Settings(BaseSettings):
         total = self.max_concurrency + self.max_queue
         # a whole /execute/batch of one tenant still fits when the service can hold it at all
         return min(total, max(_share(total), self.max_batch_items))
+
+    @property
+    def sandbox_uid_range(self) -> UidRange:
+        return UidRange.parse(self.sandbox_uids)
 
     @property
     def preload_modules(self) -> list[str]:

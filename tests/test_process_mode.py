@@ -143,7 +143,10 @@ def test_snippet_cannot_signal_or_trace_the_supervisor(single: str) -> None:
     # The supervisor is PID 1 and leads process group 1: killpg(1) is kill(-1), which never
     # reaches init and which the kernel answers with success whomever it could not signal.
     assert eval(tried) == (["EPERM"] * 4 + [eperm, eperm]) * 2 + ["group sent"], data
-    assert ids == "['10001', '10001', '10001', '10001'] [] 1"  # uids, no groups, no_new_privs
+    uids, _, rest = ids.partition("] ")
+    uid = {int(u) for u in ast.literal_eval(uids + "]")}
+    assert len(uid) == 1 and uid.pop() in Settings().sandbox_uid_range, ids  # its own uid
+    assert rest == "[] 1"  # no groups, no_new_privs
     assert eval(caps) == ["0000000000000000"] * 4
     assert supervisor_line == "0 python3"  # a different uid: root, but out of the snippet's reach
     # the supervisor and its zygotes survived, and served the check
@@ -833,8 +836,9 @@ def test_container_removed_mid_run_is_no_verdict_the_run_goes_again() -> None:
 
 def snippet_parent_on_the_host(container: str, timeout: float = 10.0) -> int:
     """The host pid of the zygote whose child, of the sandbox uid, runs a snippet now."""
-    inspect = ["docker", "inspect", "-f", "{{.State.Pid}}", container]
-    supervisor = int(subprocess.run(inspect, check=True, capture_output=True, text=True).stdout)
+    inspect = ["docker", "inspect", "-f", '{{.State.Pid}} {{index .Config.Labels "boxed.uid"}}']
+    found = subprocess.run([*inspect, container], check=True, capture_output=True, text=True)
+    supervisor, uid = (int(n) for n in found.stdout.split())
     deadline = time.monotonic() + timeout
 
     def children(pid: int) -> list[int]:
@@ -848,7 +852,7 @@ def snippet_parent_on_the_host(container: str, timeout: float = 10.0) -> int:
         for zygote in children(supervisor):
             for child in children(zygote):
                 with open(f"/proc/{child}/status") as f:
-                    if "\nUid:\t10001\t" in f.read():
+                    if f"\nUid:\t{uid}\t" in f.read():
                         return zygote
         time.sleep(0.02)
     raise AssertionError("no snippet child of a zygote found")

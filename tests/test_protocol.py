@@ -135,9 +135,14 @@ def test_a_result_frame_is_one_of_three_records() -> None:
     "session", [None, SessionSpec(memory_mb=300, cpu_budget=12.0, session_id="s1")]
 )
 def test_the_hosts_configuration_is_what_the_guest_reads(session: SessionSpec | None) -> None:
-    settings = Settings(sandbox_user="10001:10002")
+    settings = Settings()
     config = supervisor_config(
-        settings, reuse=True, nproc=None, preload_at_start=False, session=session
+        settings,
+        reuse=True,
+        nproc=None,
+        preload_at_start=False,
+        user=(10001, 10002),
+        session=session,
     )
     read = GuestConfig.from_wire(json.loads(json.dumps(config.to_wire())))
     assert read == config and (read.uid, read.gid) == (10001, 10002)

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from exec_server.client import BoxedHTTPError, Client
+from exec_server.settings import Settings
 from tests.conftest import running_service
 from tests.runtimes import PODS, Engine, engine_for
 
@@ -127,8 +128,12 @@ def test_a_session_has_the_hardening_of_a_one_shot_snippet(svc: Service) -> None
     with Client(svc.url) as client, client.session() as session:
         in_session = json.loads(session.execute(probe).stdout)
         one_shot = json.loads(client.execute(probe).stdout)
+    uids = [int(probe[0].pop("Uid").split()[0]) for probe in (in_session, one_shot)]
+    gids = [int(probe[0].pop("Gid").split()[0]) for probe in (in_session, one_shot)]
     assert in_session == one_shot
-    assert in_session[0]["Uid"].split()[0] == "10001" and in_session[0]["CapEff"] == "0" * 16
+    assert uids == gids and uids[0] != uids[1]  # each sandbox its own uid (and gid)
+    assert all(uid in Settings().sandbox_uid_range for uid in uids)
+    assert in_session[0]["CapEff"] == "0" * 16
     assert in_session[2] != "open"
 
 

@@ -38,6 +38,7 @@ from ..guest.protocol import pop_frames
 from ..image_labels import sandbox_versions
 from ..settings import Settings
 from .base import BackendHealth, SandboxError, SessionSpec
+from .host_uids import UID_LABEL, Lease, sandbox_uids
 from .supervised import (
     Preload,
     SocketStream,
@@ -263,6 +264,9 @@ class DockerBackend:
         # Until this service finds it cannot reach the socket:
         self.direct = settings.supervisor_socket and not gvisor
         self.child_nproc = settings.pids_limit if gvisor else None
+        # each container runs its code as a host uid of its own, held until it is removed
+        self.uids = sandbox_uids(settings)
+        self._leases: dict[str, Lease] = {}
         self.labels = {
             SERVICE_LABEL: "boxed",
             INSTANCE_LABEL: settings.instance_label,
@@ -285,12 +289,16 @@ class DockerBackend:
             return self._client.api
 
     # -- the container's make-up ----------------------------------------------------------------
-    def command(self, session: SessionSpec | None = None, direct: bool = False) -> list[str]:
+    def command(
+        self, lease: Lease, session: SessionSpec | None = None, direct: bool = False
+    ) -> list[str]:
+        """The supervisor's command line; its code runs as ``lease``'s uid."""
         config = supervisor_config(
             self.settings,
             reuse=self.reuses_sandboxes,
             nproc=self.child_nproc,
             preload_at_start=self.preload.at_start,
+            user=(lease.uid, lease.gid),
             session=session,
         )
         if direct:
@@ -299,12 +307,35 @@ class DockerBackend:
         wire = json.dumps(config.to_wire())
         return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, wire]
 
-    def container_labels(self, session: SessionSpec | None = None) -> dict[str, str]:
-        """The labels of a new container: the backend's, and a session's id on its sandbox
-        (to find the container of a session: ``docker ps --filter label=boxed.session=ID``)."""
-        if session is None:
-            return self.labels
-        return {**self.labels, SESSION_LABEL: session.session_id}
+    def container_labels(self, lease: Lease, session: SessionSpec | None = None) -> dict[str, str]:
+        """The labels of a new container: the backend's, its uid (``uid_in_use``), and a
+        session's id on its sandbox (``docker ps --filter label=boxed.session=ID``)."""
+        labels = {**self.labels, UID_LABEL: str(lease.uid)}
+        if session is not None:
+            labels[SESSION_LABEL] = session.session_id
+        return labels
+
+    def lease_uid(self) -> Lease:
+        """A uid for a new container, of its own on the host (``host_uids``)."""
+        return self.uids.acquire(self.uid_in_use)
+
+    def uid_in_use(self, uid: int) -> bool:
+        """Whether a container of the engine still carries ``uid`` (a crashed service's, not
+        reaped yet, whose lock died with it)."""
+        filters = {"label": [f"{SERVICE_LABEL}=boxed", f"{UID_LABEL}={uid}"]}
+        try:
+            return bool(self.api.containers(all=True, quiet=True, filters=filters))
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot list sandboxes: {exc}") from exc
+
+    def hold(self, container_id: str, lease: Lease) -> None:
+        """Keep ``lease`` until the container is removed."""
+        self._leases[container_id] = lease
+
+    def user_of(self, container_id: str) -> tuple[int, int] | None:
+        """The uid and gid a live container of this backend runs its code as."""
+        lease = self._leases.get(container_id)
+        return None if lease is None else (lease.uid, lease.gid)
 
     def container_memory_mb(self, memory_mb: int) -> int:
         """The container's limit for a snippet limit of ``memory_mb``: the supervisor's too."""
@@ -358,15 +389,16 @@ class DockerBackend:
         # A container that serves one snippet would pay more for finding the socket (an
         # engine call, the polling) than the attach stream costs it.
         direct = self.direct and (self.reuses_sandboxes or session is not None)
+        lease = self.lease_uid()
         try:
             container_id = self.api.create_container(
                 self.settings.sandbox_image,
-                command=self.command(session, direct),
+                command=self.command(lease, session, direct),
                 user="0:0",  # the supervisor; only root can hold capabilities (no ambient caps)
                 environment=SANDBOX_ENV,
                 working_dir="/tmp",
                 hostname="sandbox",
-                labels=self.container_labels(session),
+                labels=self.container_labels(lease, session),
                 name=name,
                 stdin_open=True,  # and StdinOnce (docker-py, not detached): our end of the
                 # attach stream closing ends the supervisor's stdin
@@ -376,7 +408,12 @@ class DockerBackend:
                 ),
             )["Id"]
         except ENGINE_ERRORS as exc:
+            lease.release()  # no container: a failed create leaves none behind
             raise SandboxError(f"cannot create sandbox: {exc}") from exc
+        except BaseException:
+            lease.release()
+            raise
+        self.hold(container_id, lease)
         try:
             params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
             sock = _raw_socket(self.api.attach_socket(container_id, params=params))
@@ -492,13 +529,18 @@ class DockerBackend:
         return await self._call(self._oom_killed, container_id)
 
     def _remove_now(self, container_id: str) -> bool:
+        """Remove a container, then give its uid back; a container that may still exist
+        keeps its uid (the process's exit releases it)."""
         try:
             self.api.remove_container(container_id, force=True, v=True)
-            return True
         except docker.errors.NotFound:
-            return True
+            pass
         except Exception:
             return False
+        lease = self._leases.pop(container_id, None)
+        if lease is not None:
+            lease.release()
+        return True
 
     async def remove(self, sandbox_id: str) -> bool:
         return await self._call(self._remove_now, sandbox_id)

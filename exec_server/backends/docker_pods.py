@@ -108,6 +108,7 @@ class DockerPods:
         """Create and start one pod; its container id and the pid of its PID 1."""
         api = self.engine.api
         name = f"boxed-{self.settings.instance_label}-{kind}-{uuid.uuid4().hex[:10]}"
+        lease = self.engine.lease_uid()  # the pod's own host uid, until it is removed
         try:
             container_id = api.create_container(
                 self.settings.sandbox_image,
@@ -116,13 +117,18 @@ class DockerPods:
                 environment=SANDBOX_ENV,
                 working_dir="/tmp",
                 hostname="sandbox",
-                labels=self.engine.labels,
+                labels=self.engine.container_labels(lease),
                 name=name,
                 network_disabled=False,
                 host_config=api.create_host_config(**self._host_config()),
             )["Id"]
         except ENGINE_ERRORS as exc:
+            lease.release()
             raise SandboxError(f"cannot create sandbox pod: {exc}") from exc
+        except BaseException:
+            lease.release()
+            raise
+        self.engine.hold(container_id, lease)
         try:
             api.start(container_id)
             pid = int(api.inspect_container(container_id)["State"]["Pid"])
@@ -153,6 +159,9 @@ class DockerPods:
 
     def claimed(self, pod_id: str) -> None:
         pass
+
+    def user_of(self, pod_id: str) -> tuple[int, int] | None:
+        return self.engine.user_of(pod_id)
 
     def retiring(self, pod_id: str) -> bool:
         return False

@@ -190,6 +190,9 @@ class KubernetesPods:
         except ApiError as exc:  # only an operator's view and the scale-down order suffer
             log.warning("%s", exc)
 
+    def user_of(self, pod_id: str) -> tuple[int, int] | None:
+        return None  # the node is the pods' host: see docs/deploy.md (hostUsers: false)
+
     def retiring(self, pod_id: str) -> bool:
         pod = self.pods.get(pod_id)
         return pod is None or pod.deleting

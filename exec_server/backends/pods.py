@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Protocol
 
 from ..guest import module_sources
@@ -66,6 +67,11 @@ class PodSource(Protocol):
 
     def retiring(self, pod_id: str) -> bool:
         """Whether the controller is taking the pod away (it must not serve again)."""
+        ...
+
+    def user_of(self, pod_id: str) -> tuple[int, int] | None:
+        """The host uid and gid of the pod's own (the stand-in's pods on this host); None:
+        the backend's one uid (a cluster's pods, whose host is the node: docs/deploy.md)."""
         ...
 
     async def oom_killed(self, pod_id: str) -> bool: ...
@@ -167,22 +173,31 @@ class PodBackend:
         # kubelet's podPidsLimit), as RLIMIT_NPROC would count the uid across the node.
         self.nproc = settings.pids_limit if settings.runtime == "runsc" else None
         self.preload = Preload.for_backend(settings, reuse)
-        self._bootstraps = {flag: self._bootstrap(None, flag) for flag in (False, True)}
+        # a cluster's pods all run code as the range's first uid (or the deprecated user)
+        user = settings.sandbox_user
+        uid, _, gid = user.partition(":") if user else (str(settings.sandbox_uid_range.first),) * 3
+        self.user = (int(uid), int(gid or uid))
 
-    def _bootstrap(self, session: SessionSpec | None, preload_at_start: bool = False) -> bytes:
+    def _bootstrap(
+        self, session: SessionSpec | None, user: tuple[int, int], preload_at_start: bool = False
+    ) -> bytes:
         """What a claimed pod's listener gets: the guest modules and the program's settings."""
         config = supervisor_config(
             self.settings,
             reuse=self.reuses_sandboxes,
             nproc=self.nproc,
             preload_at_start=preload_at_start,
+            user=user,
             session=session,
         )
         return json.dumps({"modules": module_sources(), "config": config.to_wire()}).encode()
 
     async def create_warm(self, memory_mb: int | None = None) -> PodSandbox:
-        bootstrap = self._bootstraps[self.preload.at_start]
-        return await self._claim(bootstrap, memory_mb or self.settings.memory_mb_default)
+        at_start = self.preload.at_start
+        return await self._claim(
+            lambda user: self._bootstrap(None, user, at_start),
+            memory_mb or self.settings.memory_mb_default,
+        )
 
     async def create_session(self, spec: SessionSpec) -> PodSandbox:
         """A pod of its own running the session program (``guest/session.py``) for the
@@ -190,11 +205,19 @@ class PodBackend:
         the largest request); the interpreter keeps the session's own address-space limit."""
         if spec.memory_mb > self.settings.memory_mb_max:
             raise SandboxError(f"a session of {spec.memory_mb} MiB exceeds the pods' size")
-        sandbox = await self._claim(self._bootstrap(spec), spec.memory_mb, session=True)
+        sandbox = await self._claim(
+            lambda user: self._bootstrap(spec, user), spec.memory_mb, session=True
+        )
         sandbox.reusable = False
         return sandbox
 
-    async def _claim(self, bootstrap: bytes, memory_mb: int, session: bool = False) -> PodSandbox:
+    async def _claim(
+        self,
+        bootstrap: Callable[[tuple[int, int]], bytes],
+        memory_mb: int,
+        session: bool = False,
+    ) -> PodSandbox:
+        """A pod claimed and ready; ``bootstrap``: what its listener gets, for its uid."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + WARMUP_TIMEOUT
         problem: Exception | None = None
@@ -204,7 +227,8 @@ class PodBackend:
             sandbox.memory_mb = memory_mb
             try:
                 async with asyncio.timeout(HANDSHAKE_TIMEOUT):
-                    await open_session(sandbox.stream, self.key, bootstrap)
+                    user = self.source.user_of(pod_id) or self.user
+                    await open_session(sandbox.stream, self.key, bootstrap(user))
             except (OSError, TimeoutError, HandshakeFailed) as exc:
                 sandbox.stream.close()
                 problem = exc

@@ -145,19 +145,21 @@ def supervisor_config(
     reuse: bool,
     nproc: int | None,
     preload_at_start: bool,
+    user: tuple[int, int],
     session: SessionSpec | None = None,
 ) -> GuestConfig:
     """The guest program's configuration (``guest/supervisor.py``, or ``guest/session.py``
     for a ``session``), the same for every backend; ``nproc``: the child's RLIMIT_NPROC where
     the sandbox has a kernel of its own (gVisor); ``preload_at_start``: the preload modules
-    are imported at start, not at the first snippet that needs them (see ``Preload``)."""
-    uid, _, gid = settings.sandbox_user.partition(":")
+    are imported at start, not at the first snippet that needs them (see ``Preload``);
+    ``user``: the sandbox's own uid and gid (``host_uids``), which its code runs as."""
+    uid, gid = user
     return GuestConfig(
         # no zygote in a session: its interpreter imports what it uses once
         preload=list(settings.preload_modules) if session is None else [],
         preload_at_start=preload_at_start,
-        uid=int(uid),
-        gid=int(gid or uid),
+        uid=uid,
+        gid=gid,
         output_cap=settings.output_max_bytes,
         nofile=settings.nofile,
         fsize=settings.tmpfs_mb * 1024 * 1024,  # as the tmpfs: one file can fill it, no more
