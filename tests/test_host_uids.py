@@ -20,6 +20,7 @@ from exec_server.backends.host_uids import (
     UidsExhausted,
     check_clear,
     sandbox_uids,
+    sandboxes_at_once,
 )
 from exec_server.settings import MAX_SANDBOX_UID, MAX_SANDBOX_UIDS, Settings, UidRange
 
@@ -143,6 +144,18 @@ def test_the_deprecated_user_is_one_shared_uid_with_a_warning(
     assert isinstance(shared, SharedUid)
     assert {(shared.acquire().uid, shared.acquire().gid) for _ in range(3)} == {(30001, 30002)}
     assert "BOXED_SANDBOX_USER is deprecated" in caplog.text
+
+
+def test_a_range_smaller_than_the_service_is_warned_of(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    small = Settings(
+        sandbox_uids="700000000-700000003", sandbox_uid_dir=str(tmp_path), max_sessions=2, pool_size=1
+    )
+    with caplog.at_level("WARNING", logger="boxed.uids"):
+        uids = sandbox_uids(small)
+    assert isinstance(uids, HostUids) and len(uids.uids) == 4
+    assert f"holds 4 uids but this service may hold {sandboxes_at_once(small)}" in caplog.text
 
 
 def test_an_unmakeable_directory_is_refused_at_start(tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ fails the suite, so the catalogue and its assertions cannot drift apart. After e
 service must be ready again, run a normal snippet, and be back at rest (no snippet running,
 the container count back near idle, and every sandbox process on the host an idle pool process
 inside one of its containers): a hostile snippet may fail itself, never the service. Sandboxes
-run as a uid unique to this module, so leftover processes on the host are found exactly even
-while other suites use Docker. Both isolation modes run the whole catalogue, under runc on the
-system daemon and under gVisor (runsc) on a private daemon (tests/runtimes.py).
+run as uids of a range unique to this module (one uid per container), so leftover processes on
+the host are found exactly even while other suites use Docker. Both isolation modes run the
+whole catalogue, under runc on the system daemon and under gVisor (runsc) on a private daemon
+(tests/runtimes.py).
 
 Under gVisor a sandbox's processes are not host processes: the host sees one sentry
 (``runsc-sandbox``, as nobody) and one gofer per sandbox, and the snippet's uid exists only inside
@@ -38,7 +39,7 @@ from typing import Any
 import httpx
 import pytest
 
-from exec_server.settings import MIN_MEMORY_MB
+from exec_server.settings import MIN_MEMORY_MB, UidRange
 from tests.conftest import REPO, ServiceProcess
 from tests.runtimes import (
     Engine,
@@ -105,8 +106,8 @@ def idle_kind(cmdline: bytes) -> bytes:
     return ZYGOTE_PART.sub(b"", PRELOAD_FLAG.sub(b"", cmdline))
 
 
-def sandbox_processes(uid: int) -> list[SandboxProcess]:
-    """Processes on this host running as the sandbox uid (containers share the host kernel)."""
+def sandbox_processes(uids: UidRange) -> list[SandboxProcess]:
+    """Processes on this host running as a sandbox uid (containers share the host kernel)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -118,20 +119,20 @@ def sandbox_processes(uid: int) -> list[SandboxProcess]:
         except OSError:
             continue  # exited while we looked
         match = re.search(r"^Uid:\s+(\d+)", status, re.M)
-        if match and int(match.group(1)) == uid:
+        if match and int(match.group(1)) in uids:
             container = re.search(r"/docker/([0-9a-f]{64})", cgroup)
             found.append(SandboxProcess(int(entry.name), cmdline, container and container[1]))
     return found
 
 
-def guest_processes(engine: Engine, uid: int, containers: list[str]) -> list[SandboxProcess]:
-    """Processes running as the sandbox uid inside these gVisor sandboxes."""
+def guest_processes(engine: Engine, uids: UidRange, containers: list[str]) -> list[SandboxProcess]:
+    """Processes running as a sandbox uid inside these gVisor sandboxes."""
     assert engine.daemon is not None
     return [
         SandboxProcess(p.pid, p.command.encode(), container)
         for container in containers
         for p in gvisor_processes(engine.daemon, container)
-        if p.uid == uid
+        if p.uid in uids
     ]
 
 
@@ -150,7 +151,7 @@ class Service:
     proc: ServiceProcess
     variant: Variant
     engine: Engine
-    uid: int
+    uids: UidRange
     tmpdir: Path
     rest_containers: int = 0
     rest_cmdlines: set[bytes] = field(default_factory=set)
@@ -184,8 +185,8 @@ class Service:
         running = self.client.get(f"{self.url}/readyz").json()["running"]
         containers = self.engine.containers(self.proc.instance, full=True)
         if self.engine.daemon is None:
-            return running, containers, sandbox_processes(self.uid)
-        return running, containers, guest_processes(self.engine, self.uid, containers)
+            return running, containers, sandbox_processes(self.uids)
+        return running, containers, guest_processes(self.engine, self.uids, containers)
 
     def learn_rest(self) -> None:
         """Record what the idle service looks like: container count, idle process kinds."""
@@ -226,7 +227,7 @@ class Service:
             ]
             problems += [
                 f"pid {p.pid} on the host runs as the sandbox uid: {p.cmdline[:80]!r}"
-                for p in sandbox_processes(self.uid)
+                for p in sandbox_processes(self.uids)
             ]
         return problems
 
@@ -250,21 +251,24 @@ class Service:
         assert (data["status"], data["stdout"]) == ("ok", "still fine\n")
 
 
-def start_service(variant: Variant, engine: Engine, **env: str) -> tuple[ServiceProcess, int, Path]:
+def start_service(
+    variant: Variant, engine: Engine, **env: str
+) -> tuple[ServiceProcess, UidRange, Path]:
     if variant.isolation == "process" and not process_isolation_available():
         pytest.skip("BOXED_ISOLATION=process is not implemented in exec_server/executor.py yet")
-    uid = random.randint(30000, 39999)
+    first = random.randrange(1_900_000_000, 2_000_000_000)
+    uids = UidRange(first, first + 1023)  # this module's own: no other service's sandboxes
     tmpdir = Path(tempfile.mkdtemp(prefix="boxed-hostile-tmpdir-"))
     settings = {"BOXED_POOL_SIZE": str(POOL_SIZE), **env}
     proc = ServiceProcess(
         **variant.env,
-        BOXED_SANDBOX_USER=f"{uid}:{uid}",
+        BOXED_SANDBOX_UIDS=str(uids),
         TMPDIR=str(tmpdir),
         **engine.env,
         **settings,
     )
     try:
-        return proc.start(), uid, tmpdir
+        return proc.start(), uids, tmpdir
     except BaseException:
         if proc.proc is not None:
             proc.stop()
@@ -272,14 +276,14 @@ def start_service(variant: Variant, engine: Engine, **env: str) -> tuple[Service
         raise
 
 
-def assert_nothing_left(engine: Engine, proc: ServiceProcess, uid: int, tmpdir: Path) -> None:
+def assert_nothing_left(engine: Engine, proc: ServiceProcess, uids: UidRange, tmpdir: Path) -> None:
     """After the service stopped: no container, no sandbox process (no gVisor sandbox either),
     no temp file of its own."""
     assert engine.containers(proc.instance) == []
     deadline = time.monotonic() + 15
-    while (sandbox_processes(uid) or gvisor_leaks(engine)) and time.monotonic() < deadline:
+    while (sandbox_processes(uids) or gvisor_leaks(engine)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert sandbox_processes(uid) == [], "sandbox processes outlived the service"
+    assert sandbox_processes(uids) == [], "sandbox processes outlived the service"
     assert gvisor_leaks(engine) == set(), "gVisor sandboxes outlived the service"
     assert list(tmpdir.iterdir()) == [], "the service left files in its TMPDIR"
     ours = [p.name for p in Path("/tmp").iterdir() if proc.instance in p.name]
@@ -291,8 +295,8 @@ def assert_nothing_left(engine: Engine, proc: ServiceProcess, uid: int, tmpdir: 
 def service(request: pytest.FixtureRequest) -> Iterator[Service]:
     variant: Variant = request.param
     engine = engine_for(request, variant.runtime)
-    proc, uid, tmpdir = start_service(variant, engine)
-    svc = Service(proc, variant, engine, uid, tmpdir)
+    proc, uids, tmpdir = start_service(variant, engine)
+    svc = Service(proc, variant, engine, uids, tmpdir)
     try:
         deadline = time.monotonic() + 60  # the pool fills after /readyz already says ready
         while svc.client.get(f"{svc.url}/readyz").json()["pool_ready"] < POOL_SIZE:
@@ -304,7 +308,7 @@ def service(request: pytest.FixtureRequest) -> Iterator[Service]:
     finally:
         svc.client.close()
         proc.stop()
-    assert_nothing_left(engine, proc, uid, tmpdir)
+    assert_nothing_left(engine, proc, uids, tmpdir)
 
 
 # -- checkers -------------------------------------------------------------------------------
@@ -1123,7 +1127,7 @@ def test_concurrency_flood(variant: Variant, request: pytest.FixtureRequest) -> 
     """200 spinning snippets at once against 2 slots: bounded, refused politely, benign served."""
     row = ROW_BY_ID["concurrency_flood"]
     engine = engine_for(request, variant.runtime)
-    proc, uid, tmpdir = start_service(
+    proc, uids, tmpdir = start_service(
         variant,
         engine,
         BOXED_MAX_CONCURRENCY=str(FLOOD_MAX_CONCURRENCY),
@@ -1136,7 +1140,7 @@ def test_concurrency_flood(variant: Variant, request: pytest.FixtureRequest) -> 
         result = asyncio.run(flood(proc.url, engine, proc.instance, row))
     finally:
         proc.stop()
-    assert_nothing_left(engine, proc, uid, tmpdir)
+    assert_nothing_left(engine, proc, uids, tmpdir)
     codes = [r.status_code for r in result["answers"]]
     figures = {k: v for k, v in result.items() if k not in ("answers", "benign")}
     print(f"\nflood[{variant.id}]: 200={codes.count(200)} 429={codes.count(429)} {figures}")

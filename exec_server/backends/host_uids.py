@@ -207,4 +207,19 @@ def sandbox_uids(settings: Settings) -> HostUids | SharedUid:
         return SharedUid(int(uid), int(gid or uid))
     uids = settings.sandbox_uid_range
     check_clear(uids)
+    demand = sandboxes_at_once(settings)
+    if len(uids) < demand:
+        log.warning(
+            "BOXED_SANDBOX_UIDS holds %d uids but this service may hold %d sandboxes at once: "
+            "past the range, new sandboxes wait for a uid (503 with Retry-After)",
+            len(uids),
+            demand,
+        )
     return HostUids(uids, Path(settings.sandbox_uid_dir))
+
+
+def sandboxes_at_once(settings: Settings) -> int:
+    """The most sandboxes this service may hold at once: both pools full, every slot lent
+    out, every session open."""
+    pools = settings.pool_size + settings.strict_pool_size
+    return pools + settings.max_concurrency + settings.max_sessions
