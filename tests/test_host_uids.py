@@ -150,7 +150,10 @@ def test_a_range_smaller_than_the_service_is_warned_of(
     caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     small = Settings(
-        sandbox_uids="700000000-700000003", sandbox_uid_dir=str(tmp_path), max_sessions=2, pool_size=1
+        sandbox_uids="700000000-700000003",
+        sandbox_uid_dir=str(tmp_path),
+        max_sessions=2,
+        pool_size=1,
     )
     with caplog.at_level("WARNING", logger="boxed.uids"):
         uids = sandbox_uids(small)

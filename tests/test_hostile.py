@@ -98,12 +98,13 @@ class SandboxProcess:
 # demand, and which zygote forked it (light or heavy, each with its own descriptors).
 PRELOAD_FLAG = re.compile(rb'"preload_at_start": (?:true|false), ')
 ZYGOTE_PART = re.compile(rb'"zygote": \{[^}]*\}')
+UID_PART = re.compile(rb'"[ug]id": \d+, ')  # each container its own uid
 
 
 def idle_kind(cmdline: bytes) -> bytes:
-    """What tells an idle sandbox process from any other: its command line, less the flag and
-    the zygote's own part."""
-    return ZYGOTE_PART.sub(b"", PRELOAD_FLAG.sub(b"", cmdline))
+    """What tells an idle sandbox process from any other: its command line, less the flag, the
+    zygote's own part and the container's uid."""
+    return UID_PART.sub(b"", ZYGOTE_PART.sub(b"", PRELOAD_FLAG.sub(b"", cmdline)))
 
 
 def sandbox_processes(uids: UidRange) -> list[SandboxProcess]:

@@ -8,14 +8,20 @@ waits for the first's uid (503 + Retry-After), which its removal gives back."""
 from __future__ import annotations
 
 import random
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from exec_server.backends.docker import UID_LIST_TTL, DockerBackend
+from exec_server.backends.host_uids import UidsExhausted
+from exec_server.settings import Settings, UidRange
 from tests.conftest import running_service
 from tests.runtimes import Variant, engine_for, variant_params
+from tests.service import IMAGE
 
 pytestmark = pytest.mark.docker
 SOFT_PAGES = int(Path("/proc/sys/fs/pipe-user-pages-soft").read_text())
@@ -127,3 +133,29 @@ def test_a_range_of_one_serves_one_sandbox_at_a_time() -> None:
         third = http.post("/sessions", json={})
         assert third.status_code == 201, third.text
         assert http.delete(f"/sessions/{third.json()['session_id']}").status_code == 204
+
+
+def test_a_uid_an_orphan_container_carries_is_not_handed_out(tmp_path: Path) -> None:
+    """A crashed service's lock dies with it, its containers do not (until reaped): a uid a
+    container of the engine is labelled with is skipped, and free again once it is gone."""
+    uids = UidRange.parse(uid_range(1))
+    backend = DockerBackend(
+        Settings(sandbox_uids=str(uids), sandbox_uid_dir=str(tmp_path), instance="t-orphan"),
+        reuse=False,
+    )
+    orphan = subprocess.run(
+        ["docker", "create", "--label", "boxed.service=boxed", "--label", f"boxed.uid={uids.first}"]
+        + ["--label", "boxed.instance=t-orphan", IMAGE, "true"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        with pytest.raises(UidsExhausted):
+            backend.lease_uid()
+    finally:
+        subprocess.run(["docker", "rm", "-f", orphan], capture_output=True, check=True)
+    time.sleep(UID_LIST_TTL)
+    lease = backend.lease_uid()
+    assert lease.uid == uids.first
+    lease.release()
