@@ -39,6 +39,23 @@ def test_every_uid_of_the_range_once_then_exhausted(tmp_path: Path) -> None:
     assert uids.acquire().uid == leases[3].uid  # released: the only one free
 
 
+def test_a_release_frees_the_uid_while_a_forked_child_lives(tmp_path: Path) -> None:
+    """A child forked while a uid was held (a worker pool) shares its lock file: the release
+    still frees the uid for others."""
+    uids = HostUids(UidRange(500000, 500000), tmp_path)
+    lease = uids.acquire()
+    child = os.fork()
+    if child == 0:
+        signal.pause()
+        os._exit(0)
+    try:
+        lease.release()
+        assert HostUids(RANGE, tmp_path).acquire(in_use=lambda uid: uid != 500000).uid == 500000
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+
+
 def test_two_allocators_in_one_process_never_share(tmp_path: Path) -> None:
     """The lock is the open file's, not the process's: a second allocator (another backend
     of the same service) skips the first one's uids."""

@@ -168,7 +168,10 @@ class HostUids:
     def _release(self, lease: Lease) -> None:
         with self._lock:
             if lease._fd is not None:
-                os.close(lease._fd)  # drops the flock
+                # unlocked first: a child forked meanwhile shares the open file, and closing
+                # only this descriptor would leave the uid locked while that child lives
+                fcntl.flock(lease._fd, fcntl.LOCK_UN)
+                os.close(lease._fd)
                 lease._fd = None
             self._held.discard(lease.uid)
 
