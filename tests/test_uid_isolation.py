@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,7 +19,7 @@ from exec_server.backends.docker import UID_LIST_TTL, DockerBackend
 from exec_server.backends.host_uids import UidsExhausted
 from exec_server.settings import Settings, UidRange
 from tests.conftest import running_service
-from tests.runtimes import Variant, engine_for, variant_params
+from tests.runtimes import Variant
 from tests.service import IMAGE
 
 pytestmark = pytest.mark.docker
@@ -62,20 +61,6 @@ def uid_range(size: int) -> str:
     return f"{first}-{first + size - 1}"
 
 
-@pytest.fixture(scope="module", params=variant_params())
-def variant_service(request: pytest.FixtureRequest) -> Iterator[tuple[Variant, str]]:
-    variant: Variant = request.param
-    with running_service(
-        engine_for(request, variant.runtime),
-        **variant.env,
-        BOXED_SANDBOX_UIDS=uid_range(64),
-        BOXED_POOL_SIZE="1",
-        BOXED_STRICT_POOL_SIZE="0",
-        BOXED_QUEUE_TIMEOUT="60",
-    ) as service:
-        yield variant, service.url
-
-
 def hold_then_check(url: str) -> tuple[str, dict[str, object]]:
     """The holder's report (held in a session) and the checker's answer meanwhile."""
     with httpx.Client(base_url=url, timeout=60) as http:
@@ -92,10 +77,12 @@ def hold_then_check(url: str) -> tuple[str, dict[str, object]]:
 
 
 def test_a_holder_cannot_shrink_another_sandboxs_pipes_or_take_its_inotify(
-    variant_service: tuple[Variant, str],
+    boxed_service: str, request: pytest.FixtureRequest
 ) -> None:
-    variant, url = variant_service
-    held, checked = hold_then_check(url)
+    """On the suite's shared services (the default range, shared with every other service of
+    the host through the lock directory)."""
+    variant: Variant = request.node.callspec.params["boxed_service"]
+    held, checked = hold_then_check(boxed_service)
     pages, instances = (int(n) for n in held.split())
     if variant.runtime == "runc":  # the probe is real: the holder's uid is over both limits
         assert pages > SOFT_PAGES and instances == INOTIFY_INSTANCES, held
