@@ -156,6 +156,7 @@ def to_response(result: SnippetResult, request_id: str) -> ExecuteResponse:
         cpu_ms=result.cpu_ms,
         peak_memory_kb=result.max_rss_kb,
         files=encoded(result.files),
+        fetch_status=result.fetch_status,
     )
 
 
@@ -353,9 +354,11 @@ class Executor:
         compile_timeout: float | None,
         files: dict[str, str] | None = None,
         fetch_files: list[str] | None = None,
+        fetch_bytes: int | None = None,
     ) -> Runs:
         """The runs of one request (``async with``), on the pool of its isolation mode; the
-        request's files checked (4xx) before anything runs."""
+        request's files checked (4xx) before anything runs; ``fetch_bytes``: what each run may
+        fetch (default: BOXED_MAX_FETCH_BYTES)."""
         lang = languages.get(language)
         return Runs(
             self.pools.get(isolation or self.settings.isolation, self.pool),
@@ -368,7 +371,7 @@ class Executor:
             sandbox_wait=self.settings.sandbox_wait,
             files=input_files(files or {}, self.settings),
             fetch=fetch_names(fetch_files or [], self.settings),
-            fetch_bytes=self.settings.max_fetch_bytes,
+            fetch_bytes=self.settings.max_fetch_bytes if fetch_bytes is None else fetch_bytes,
         )
 
     def check_available(self) -> None:

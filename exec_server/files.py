@@ -48,9 +48,16 @@ def input_files(files: dict[str, str], settings: Settings) -> tuple[tuple[str, b
 
 
 def fetch_names(names: list[str], settings: Settings) -> tuple[str, ...]:
+    """The names to fetch, checked and without repeats; 422 for a bad name or too many."""
     if len(names) > settings.max_files:
         raise RequestError(422, f"{len(names)} fetch_files; the maximum is {settings.max_files}")
     return tuple(dict.fromkeys(_check_name(name, "fetch_files") for name in names))
+
+
+def judge_fetch_bytes(tests: int, settings: Settings) -> int:
+    """What each of a judge's ``tests`` may fetch: an equal share of the request's total, so
+    the answer's files stay bounded whatever the number of tests, counted before any is read."""
+    return min(settings.max_fetch_bytes, settings.judge_max_fetch_bytes // max(tests, 1))
 
 
 def encoded(files: dict[str, bytes]) -> dict[str, str]:

@@ -28,7 +28,7 @@ from typing import Any
 from . import metrics
 from .backends.supervised import needs_preload
 from .executor import Executor, compile_info, resolve_limits
-from .files import encoded
+from .files import encoded, judge_fetch_bytes
 from .models import (
     Difference,
     ExecuteRequest,
@@ -244,6 +244,7 @@ def _test_result(
         difference=difference,
         message=message if message is not None else result.reason,
         files=encoded(result.files),
+        fetch_status=result.fetch_status,
     )
 
 
@@ -350,7 +351,13 @@ async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> Judge
     marker = f"\x1eboxed-{secrets.token_hex(12)}:"  # per request: the code cannot guess it
     kind, cases = plan(req, executor.settings, marker)
     runs = executor.runs(
-        req.isolation, req.language, req.code, req.compile_timeout, req.files, req.fetch_files
+        req.isolation,
+        req.language,
+        req.code,
+        req.compile_timeout,
+        req.files,
+        req.fetch_files,
+        fetch_bytes=judge_fetch_bytes(len(cases), executor.settings),
     )
     executor.check_available()
     started = time.monotonic()

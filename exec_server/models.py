@@ -129,6 +129,12 @@ OUTCOME_DOC = (
 )
 
 
+FETCH_STATUS = (
+    "Every fetch_files name: ok (its content is in files), missing, or refused: why (a link, "
+    "not a regular file, another file system, over the fetch cap); see docs/api.md."
+)
+
+
 class Attributed(BaseModel):
     """An answer that can feed a reward: whose result it is (docs/failures.md)."""
 
@@ -164,6 +170,7 @@ class ExecuteResponse(Attributed):
     files: dict[str, str] = Field(
         default_factory=dict, description="The fetch_files found: name -> base64 content."
     )
+    fetch_status: dict[str, str] = Field(default_factory=dict, description=FETCH_STATUS)
 
 
 class SessionCreateRequest(BaseModel):
@@ -314,6 +321,7 @@ class RunCodeResponse(Attributed):
     run_result: RunResult | None
     executor_pod_name: str | None = None
     files: dict[str, str] = Field(default_factory=dict)
+    fetch_status: dict[str, str] = Field(default_factory=dict, description=FETCH_STATUS)
     boxed_status: Status = Field(description="boxed's own verdict for the snippet.")
     cached: bool = Field(default=False, description="boxed's own: a stored answer.")
 
@@ -437,6 +445,7 @@ class JudgeTestResult(BaseModel):
     difference: Difference | None = None
     message: str | None = Field(default=None, description="A limit's reason, a checker's note.")
     files: dict[str, str] = Field(default_factory=dict, description="fetch_files found (base64).")
+    fetch_status: dict[str, str] = Field(default_factory=dict, description=FETCH_STATUS)
 
 
 class JudgeResponse(Attributed):

@@ -132,7 +132,15 @@ class Settings(BaseSettings):
         default=4 * 1024 * 1024, ge=0, description="Input files' bytes in all (decoded)."
     )
     max_fetch_bytes: int = Field(
-        default=4 * 1024 * 1024, ge=0, description="Fetched files' bytes in all, per run."
+        default=4 * 1024 * 1024,
+        ge=0,
+        description="Fetched files' bytes in all, per run (a file over what is left is refused).",
+    )
+    judge_max_fetch_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=0,
+        description="Fetched files' bytes in all, per /judge: each test may fetch this divided "
+        "by the tests, at most BOXED_MAX_FETCH_BYTES.",
     )
     result_cache: bool = Field(
         default=True, description='Requests may ask for a cached answer ("cache": true).'

@@ -66,6 +66,7 @@ class Observation:
     installed: bool = False  # a compile run's output is kept as the program of later runs
     signal: int | None = None  # the signal that killed it, from the kernel's wait status
     files: dict[str, bytes] = field(default_factory=dict)  # the fetched files found
+    fetch_status: dict[str, str] = field(default_factory=dict)  # every fetched name's status
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class SnippetResult:
     cpu_ms: float | None
     max_rss_kb: int | None
     files: dict[str, bytes] = field(default_factory=dict)
+    fetch_status: dict[str, str] = field(default_factory=dict)  # name -> ok, missing, refused
 
 
 class NotAVerdict(Exception):
@@ -171,4 +173,5 @@ def decide(obs: Observation, limits: RunLimits) -> SnippetResult:
         cpu_ms=obs.cpu_ms,
         max_rss_kb=obs.max_rss_kb,
         files=obs.files,
+        fetch_status=obs.fetch_status,
     )

@@ -20,6 +20,7 @@ from exec_server.guest.protocol import (
     VERSION,
     Anomaly,
     CleanupVerdict,
+    FetchedFile,
     GuestConfig,
     Message,
     ProtocolError,
@@ -60,6 +61,7 @@ REPORT = RunReport(
     max_rss_kb=9000,
     strays=1,
     installed=True,
+    fetched_files=[FetchedFile("out.txt", "ok", 3), FetchedFile("p/maps", "refused: a link")],
 )
 MESSAGES: list[Message] = [
     CONFIG,

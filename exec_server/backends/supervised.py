@@ -22,6 +22,7 @@ from ..guest import bootstrap_source
 from ..guest.protocol import (
     CLEANUP,
     ERRORS,
+    FETCH_OK,
     FILE_DATA,
     FILE_NAME,
     OUTPUT,
@@ -411,8 +412,21 @@ class SupervisedSandbox:
             cpu_ms=result.cpu_ms,
             max_rss_kb=result.max_rss_kb,
             installed=result.installed,
-            files={name: bytes(data) for name, data in files.items()},
+            files=self._fetched(result, files, job.fetch_bytes),
+            fetch_status={f.name: f.status for f in result.fetched_files},
         )
+
+    def _fetched(
+        self, result: RunReport, files: dict[str, bytearray], cap: int
+    ) -> dict[str, bytes]:
+        """The files the supervisor sent, once they agree with its statuses (sizes, the cap);
+        a disagreement breaks the sandbox (it is not the code's doing)."""
+        sent = {f.name: f.size for f in result.fetched_files if f.status == FETCH_OK}
+        sizes = {name: len(data) for name, data in files.items()}
+        if sizes != sent or sum(sizes.values()) > cap:
+            self.broken = True
+            raise SandboxError(f"fetched files disagree with the supervisor's report: {sizes}")
+        return {name: bytes(data) for name, data in files.items()}
 
     def _result(self, data: bytes) -> RunReport | Skipped | Anomaly:
         """The RESULT frame's record; a malformed one breaks the sandbox."""

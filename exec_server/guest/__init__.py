@@ -17,6 +17,7 @@ MODULES = (
     "zygote",
     "processes",
     "stdio",
+    "fetch",
     "watch",
     "cleanup",
     "supervisor",

@@ -15,7 +15,8 @@ Supervisor to host, on its stdout: ``READY_MARKER`` once, then frames with an 8-
 snippet's stdout and stderr, ``RESULT`` the run's result (JSON: a :class:`RunReport`, or
 :class:`Skipped` or :class:`Anomaly`; after the snippet's last output), ``CLEANUP`` the
 clean-up verdict (JSON: a :class:`CleanupVerdict`). Files the header asks for (``fetch``)
-come before ``RESULT``: a ``FILE_NAME`` frame, then its ``FILE_DATA`` frames. The host sends
+come before ``RESULT``: a ``FILE_NAME`` frame, then its ``FILE_DATA`` frames, for each one read
+(the ``RESULT``'s ``fetched_files`` says what became of every name). The host sends
 the next request only after ``CLEANUP``, except within a *batch* (one request's runs, a
 judge's tests): a header with ``then: k`` says that k more requests of the batch follow at
 once. The supervisor then answers each with its frames and ``RESULT``, proving the container
@@ -47,6 +48,7 @@ REPORT_MEMORY_ERROR = ord("M")
 
 # Why the supervisor stopped a run ("killed_for" in the RESULT frame).
 KILLED_WALL, KILLED_CPU, KILLED_OUTPUT = "wall", "cpu", "output"
+FETCH_OK = "ok"  # a fetched file's status when it was sent (FetchedFile)
 
 
 def frame(kind, data):
@@ -93,7 +95,7 @@ def read_files_section(read):
 
 
 # -- the typed messages ----------------------------------------------------------------------
-VERSION = 1
+VERSION = 2
 """The protocol's version: a change to any record below changes it."""
 
 
@@ -125,16 +127,21 @@ def _check(value: object, kind: object, where: tuple[str, str]) -> object:
     return value
 
 
+def _wire(value: object) -> object:
+    """``value`` as JSON-ready data: a record as an object, a list item by item."""
+    if isinstance(value, Message):
+        return value.to_wire()
+    if isinstance(value, list):
+        return [_wire(item) for item in value]
+    return value
+
+
 class Message:
     """What every message record shares: an exact JSON form, read strictly."""
 
     def to_wire(self) -> dict:
         """The record as JSON-ready data: every field, nested records as objects."""
-        return {
-            name: value.to_wire() if isinstance(value, Message) else value
-            for name in self.__dataclass_fields__
-            for value in (getattr(self, name),)
-        }
+        return {name: _wire(getattr(self, name)) for name in self.__dataclass_fields__}
 
     def to_json(self) -> bytes:
         """The record as the UTF-8 JSON text a frame carries."""
@@ -233,6 +240,17 @@ class RunRequest(Message):
 
 
 @dataclass(frozen=True)
+class FetchedFile(Message):
+    """What became of one name of ``fetch``: ``status`` is ``ok`` (its ``size`` bytes were
+    sent, as FILE_NAME and FILE_DATA frames before the RESULT), ``missing`` or ``refused: why``
+    (nothing sent; see ``fetch.py``)."""
+
+    name: str
+    status: str
+    size: int = 0
+
+
+@dataclass(frozen=True)
 class RunReport(Message):
     """One run's result (the ``RESULT`` frame), from the supervisor or the session program."""
 
@@ -248,6 +266,7 @@ class RunReport(Message):
     strays: int  # processes the run left, killed
     installed: bool = False  # the compiler's output is in /box
     ended: bool = False  # a session's interpreter is gone
+    fetched_files: list[FetchedFile] = field(default_factory=list)  # one per name of ``fetch``
 
 
 @dataclass(frozen=True)

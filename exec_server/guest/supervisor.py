@@ -57,6 +57,7 @@ import time
 
 from . import zygote
 from .cleanup import Baseline, Counters, prove_clean, wipe_writable
+from .fetch import send_files
 from .processes import (
     CLOCK_TICKS,
     become_reaper,
@@ -67,7 +68,6 @@ from .processes import (
 )
 from .protocol import (
     CLEANUP,
-    FILE_NAME,
     KILLED_CPU,
     KILLED_OUTPUT,
     READY_MARKER,
@@ -321,7 +321,7 @@ def _serve_one(header, child, config, counters):
     """Run the request's snippet in ``child``, forward its output and queue its RESULT;
     whether it ended by itself, alone (no stray, no limit)."""
     receive_body(child.body_fd, header.size)
-    uid, cpus = config.uid, config.cpus  # cpus: CPU time grows at most this fast
+    uid, gid, cpus = config.uid, config.gid, config.cpus  # cpus: CPU time grows at most this fast
     output = Output(child.out_r, child.err_r, config.output_cap, on_close=child.close)
     _clear_report()
     oom_before = counters.oom_kills()
@@ -340,8 +340,9 @@ def _serve_one(header, child, config, counters):
     installed = bool(header.install and exit_code == 0 and killed_for is None and not strays)
     if installed:
         _install_program(header.install, uid, config.gid)
-    if header.fetch:
-        _fetch_files(header.fetch, header.fetch_cap, output, uid, config.gid)
+    fetched = []
+    if header.fetch:  # read as the snippet's uid, confined to the run directory (fetch.py)
+        fetched = send_files(zygote.RUN_DIR, header.fetch, header.fetch_cap, output, uid, gid)
     report = _report()
     result = RunReport(
         exit_code=exit_code,
@@ -355,6 +356,7 @@ def _serve_one(header, child, config, counters):
         max_rss_kb=max_rss_kb,
         strays=len(strays),
         installed=installed,
+        fetched_files=fetched,
     )
     output.queue(frame(RESULT, result.to_json()))
     output.flush()
@@ -395,31 +397,6 @@ def _install_program(name, uid, gid):
             os.close(target)
     finally:
         os.close(source)
-
-
-def _fetch_files(names, cap, output, uid, gid):
-    """Send the run directory's files ``names`` to the host (FILE_NAME, then FILE_DATA frames
-    through the zeroed buffer, as output is), read with the sandbox uid's rights, ``cap``
-    bytes in all; a name that is not a regular file there is left out."""
-    left = cap
-    os.setegid(gid)
-    os.seteuid(uid)
-    try:
-        for name in names:
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            try:
-                fd = os.open(os.path.join(zygote.RUN_DIR, name), flags)
-            except OSError:
-                continue
-            try:
-                if not os.path.isfile(f"/proc/self/fd/{fd}"):
-                    continue
-                left = output.queue_file(fd, frame(FILE_NAME, name.encode()), left)
-            finally:
-                os.close(fd)
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
 
 
 def _drop_programs():

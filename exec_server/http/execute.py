@@ -203,6 +203,7 @@ def as_sandbox_fusion(result: ExecuteResponse) -> RunCodeResponse:
         boxed_status=result.status,
         cached=result.cached,
         files=result.files,
+        fetch_status=result.fetch_status,
         outcome=result.outcome,
         failure=result.failure,
     )
