@@ -86,7 +86,19 @@ def test_a_regular_file_in_a_subdirectory_is_sent_whole(run_dir: Path) -> None:
         ({"dev": "/dev"}, "dev/zero"),
     ],
 )
-def test_no_link_is_followed(run_dir: Path, links: dict[str, str], name: str) -> None:
+@pytest.mark.parametrize("nofollow", ["kept", "ignored"])
+def test_no_link_is_followed(
+    run_dir: Path, links: dict[str, str], name: str, nofollow: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ignored``: as under gVisor, which follows a link to a directory despite O_NOFOLLOW
+    when O_DIRECTORY is set: the entry's own lstat still tells."""
+    if nofollow == "ignored":
+        real_open = os.open
+
+        def following(path: str, flags: int, *args: object, **kwargs: object) -> int:
+            return real_open(path, flags & ~os.O_NOFOLLOW, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "open", following)
     (run_dir / "inside").mkdir()
     (run_dir / "inside" / "file").write_bytes(b"x")
     for link, target in links.items():

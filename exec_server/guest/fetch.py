@@ -49,16 +49,36 @@ def _status_of(exc, directory=None, part=None):
     return REFUSED_UNREADABLE
 
 
-def _checked(fd, device, inner):
-    """``fd`` once it is on ``device`` and of the right type (a directory when ``inner``)."""
-    info = os.fstat(fd)
-    if info.st_dev != device:
-        raise Refused(REFUSED_OTHER_FS)
-    if inner and not stat.S_ISDIR(info.st_mode):
-        raise Refused(REFUSED_NOT_REGULAR)
-    if not inner and not stat.S_ISREG(info.st_mode):
-        raise Refused(REFUSED_NOT_REGULAR)
-    return info
+def _refusal(opened, seen, device, inner):
+    """Why the component opened as ``opened`` (fstat) and named ``seen`` (lstat) is refused,
+    or None. Both are compared because a runtime may follow a link despite O_NOFOLLOW (gVisor
+    does with O_DIRECTORY): what was opened must be the directory entry itself."""
+    if stat.S_ISLNK(seen.st_mode) or (seen.st_dev, seen.st_ino) != (opened.st_dev, opened.st_ino):
+        return REFUSED_LINK
+    if opened.st_dev != device:
+        return REFUSED_OTHER_FS  # a mount point inside the run directory
+    if not (stat.S_ISDIR if inner else stat.S_ISREG)(opened.st_mode):
+        return REFUSED_NOT_REGULAR
+    return None
+
+
+def _step(directory, part, device, inner):
+    """A descriptor of the entry ``part`` of ``directory`` (a descriptor) and its fstat, once
+    it is no link, on ``device`` and a directory (``inner``) or a regular file."""
+    try:
+        fd = os.open(part, _DIR_FLAGS if inner else _FILE_FLAGS, dir_fd=directory)
+    except OSError as exc:
+        raise Refused(_status_of(exc, directory, part)) from None
+    try:
+        opened = os.fstat(fd)
+        seen = os.stat(part, dir_fd=directory, follow_symlinks=False)
+        why = _refusal(opened, seen, device, inner)
+    except OSError:
+        why = REFUSED_UNREADABLE
+    if why is not None:
+        os.close(fd)
+        raise Refused(why)
+    return fd, opened
 
 
 def open_beneath(root, name):
@@ -74,16 +94,11 @@ def open_beneath(root, name):
     try:
         device = os.fstat(current).st_dev
         for index, part in enumerate(parts):
-            inner = index < len(parts) - 1
-            try:
-                fd = os.open(part, _DIR_FLAGS if inner else _FILE_FLAGS, dir_fd=current)
-            except OSError as exc:
-                raise Refused(_status_of(exc, current, part)) from None
+            fd, opened = _step(current, part, device, inner=index < len(parts) - 1)
             os.close(current)
             current = fd
-            info = _checked(current, device, inner)
         found, current = current, -1
-        return found, info.st_size
+        return found, opened.st_size
     finally:
         if current >= 0:
             os.close(current)
