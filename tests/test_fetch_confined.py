@@ -6,6 +6,7 @@ under gVisor."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from exec_server.backends.base import Job, SandboxError
+from exec_server.backends.supervised import Preload, SupervisedSandbox
 from exec_server.guest.fetch import (
     MISSING,
     REFUSED_LINK,
@@ -22,7 +25,16 @@ from exec_server.guest.fetch import (
     send_files,
     send_one,
 )
-from exec_server.guest.protocol import FETCH_OK, FILE_NAME, FetchedFile, frame
+from exec_server.guest.protocol import (
+    FETCH_OK,
+    FILE_DATA,
+    FILE_NAME,
+    RESULT,
+    FetchedFile,
+    RunReport,
+    frame,
+)
+from exec_server.verdict import Observation, RunLimits
 
 
 class Collected:
@@ -160,5 +172,87 @@ def test_files_are_read_with_the_snippets_rights_not_roots(run_dir: Path) -> Non
     assert os.geteuid() == 0 and os.getegid() == 0  # root's rights are back for the supervisor
 
 
-def test_the_name_frame_is_the_protocols() -> None:
-    assert frame(FILE_NAME, b"x")[:1] == bytes((FILE_NAME,))
+class Scripted:
+    """A supervisor stream that answers with the frames it was given, then ends."""
+
+    def __init__(self, frames: bytes) -> None:
+        self.frames = frames
+
+    async def send(self, data: bytes) -> None:
+        pass
+
+    async def receive(self) -> bytes:
+        data, self.frames = self.frames, b""
+        return data
+
+
+def observe(frames: bytes, fetch_bytes: int = 100) -> tuple[SupervisedSandbox, object]:
+    sandbox = SupervisedSandbox(
+        "f" * 64,
+        Scripted(frames),  # type: ignore[arg-type]
+        256,
+        reusable=True,
+        max_runs=5,
+        preload=Preload(available=False),
+    )
+    job = Job(
+        code="",
+        stdin="",
+        limits=RunLimits(2, 2, 256, 65536),
+        fetch=("out.txt", "p/maps"),
+        fetch_bytes=fetch_bytes,
+    )
+    try:
+        return sandbox, asyncio.run(sandbox._observe(job))
+    except SandboxError as exc:
+        return sandbox, exc
+
+
+def report(*fetched: FetchedFile) -> bytes:
+    result = RunReport(
+        exit_code=0,
+        signal=None,
+        killed_for=None,
+        started=True,
+        memory_error=False,
+        oom_killed=False,
+        duration_ms=1.0,
+        cpu_ms=1.0,
+        max_rss_kb=1,
+        strays=0,
+        fetched_files=list(fetched),
+    )
+    return frame(RESULT, result.to_json())
+
+
+def sent(name: bytes, data: bytes) -> bytes:
+    return frame(FILE_NAME, name) + frame(FILE_DATA, data)
+
+
+OUT_OK = FetchedFile("out.txt", FETCH_OK, 3)
+
+
+def test_the_host_answers_the_files_with_the_supervisors_statuses() -> None:
+    statuses = [OUT_OK, FetchedFile("p/maps", REFUSED_LINK)]
+    sandbox, obs = observe(sent(b"out.txt", b"42\n") + report(*statuses))
+    assert isinstance(obs, Observation) and not sandbox.broken
+    assert obs.files == {"out.txt": b"42\n"}
+    assert obs.fetch_status == {"out.txt": FETCH_OK, "p/maps": REFUSED_LINK}
+
+
+@pytest.mark.parametrize(
+    ("frames", "statuses", "cap"),
+    [
+        (sent(b"p/maps", b"x"), [FetchedFile("p/maps", REFUSED_LINK)], 100),
+        (sent(b"out.txt", b"4242"), [OUT_OK], 100),
+        (sent(b"out.txt", b"42\n"), [OUT_OK], 2),
+    ],
+    ids=["refused-but-sent", "longer-than-reported", "over-the-cap"],
+)
+def test_files_that_disagree_with_the_report_break_the_sandbox(
+    frames: bytes, statuses: list[FetchedFile], cap: int
+) -> None:
+    """Not the code's doing (the supervisor reads the files): no verdict, the sandbox retired."""
+    sandbox, obs = observe(frames + report(*statuses), fetch_bytes=cap)
+    assert isinstance(obs, SandboxError) and "disagree" in str(obs)
+    assert sandbox.broken
