@@ -380,10 +380,19 @@ class Executor:
                 self.health.problem or "sandbox backend unavailable", FailureCode.ENGINE_UNAVAILABLE
             )
 
-    async def execute(self, req: ExecuteRequest, request_id: str) -> ExecuteResponse:
+    async def execute(
+        self, req: ExecuteRequest, request_id: str, fetch_bytes: int | None = None
+    ) -> ExecuteResponse:
+        """Run ``req``; ``fetch_bytes``: what its files may fetch (a batch item's share)."""
         limits = resolve_limits(req, self.settings)
         runs = self.runs(
-            req.isolation, req.language, req.code, req.compile_timeout, req.files, req.fetch_files
+            req.isolation,
+            req.language,
+            req.code,
+            req.compile_timeout,
+            req.files,
+            req.fetch_files,
+            fetch_bytes,
         )
         self.check_available()
         started = time.monotonic()

@@ -54,10 +54,11 @@ def fetch_names(names: list[str], settings: Settings) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_check_name(name, "fetch_files") for name in names))
 
 
-def judge_fetch_bytes(tests: int, settings: Settings) -> int:
-    """What each of a judge's ``tests`` may fetch: an equal share of the request's total, so
-    the answer's files stay bounded whatever the number of tests, counted before any is read."""
-    return min(settings.max_fetch_bytes, settings.judge_max_fetch_bytes // max(tests, 1))
+def fetch_share(runs: int, settings: Settings) -> int:
+    """What each of a request's ``runs`` (a judge's tests, a batch's items) may fetch: an equal
+    share of the request's total, so its answer's files stay bounded whatever the number of
+    runs, fixed before any file is read."""
+    return min(settings.max_fetch_bytes, settings.max_request_fetch_bytes // max(runs, 1))
 
 
 def encoded(files: dict[str, bytes]) -> dict[str, str]:

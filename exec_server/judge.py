@@ -28,7 +28,7 @@ from typing import Any
 from . import metrics
 from .backends.supervised import needs_preload
 from .executor import Executor, compile_info, resolve_limits
-from .files import encoded, judge_fetch_bytes
+from .files import encoded, fetch_share
 from .models import (
     Difference,
     ExecuteRequest,
@@ -357,7 +357,7 @@ async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> Judge
         req.compile_timeout,
         req.files,
         req.fetch_files,
-        fetch_bytes=judge_fetch_bytes(len(cases), executor.settings),
+        fetch_bytes=fetch_share(len(cases), executor.settings),
     )
     executor.check_available()
     started = time.monotonic()

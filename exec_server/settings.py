@@ -136,11 +136,11 @@ class Settings(BaseSettings):
         ge=0,
         description="Fetched files' bytes in all, per run (a file over what is left is refused).",
     )
-    judge_max_fetch_bytes: int = Field(
+    max_request_fetch_bytes: int = Field(
         default=16 * 1024 * 1024,
         ge=0,
-        description="Fetched files' bytes in all, per /judge: each test may fetch this divided "
-        "by the tests, at most BOXED_MAX_FETCH_BYTES.",
+        description="Fetched files' bytes in all, per request: a /judge's tests and an "
+        "/execute/batch's items each get an equal share, at most BOXED_MAX_FETCH_BYTES.",
     )
     result_cache: bool = Field(
         default=True, description='Requests may ask for a cached answer ("cache": true).'

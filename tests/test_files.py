@@ -16,7 +16,7 @@ from tests.runtimes import engine_for
 pytestmark = pytest.mark.docker
 
 
-JUDGE_FETCH_TOTAL = 1024 * 1024  # a /judge's fetched bytes in all, on the service under test
+REQUEST_FETCH_TOTAL = 1024 * 1024  # a request's fetched bytes in all, on the service under test
 ISOLATIONS = ("container", "process")  # per request: a process-mode server keeps both pools
 
 
@@ -32,7 +32,7 @@ def url(request: pytest.FixtureRequest) -> Iterator[str]:
         engine,
         BOXED_POOL_SIZE="1",
         BOXED_QUEUE_TIMEOUT="60",
-        BOXED_JUDGE_MAX_FETCH_BYTES=str(JUDGE_FETCH_TOTAL),
+        BOXED_MAX_REQUEST_FETCH_BYTES=str(REQUEST_FETCH_TOTAL),
     ) as service:
         yield service.url
 
@@ -173,10 +173,10 @@ def test_the_names_are_counted_before_anything_runs(url: str) -> None:
 
 @pytest.mark.parametrize(("isolation", "tests"), [("process", 512), ("container", 4)])
 def test_a_judges_fetches_share_one_total(url: str, isolation: str, tests: int) -> None:
-    """Each test may fetch BOXED_JUDGE_MAX_FETCH_BYTES / tests: the odd tests write a file just
+    """Each test may fetch BOXED_MAX_REQUEST_FETCH_BYTES / tests: the odd tests write a file just
     over that share and get it refused, the even ones just under and get it; the answer's files
     stay within the total whatever the number of tests."""
-    share = JUDGE_FETCH_TOTAL // tests
+    share = REQUEST_FETCH_TOTAL // tests
     code = (
         "i = int(input())\n"
         f"open('out.bin', 'wb').write(b'o' * ({share} + 1 if i % 2 else {share} - 1))\n"
@@ -201,7 +201,7 @@ def test_a_judges_fetches_share_one_total(url: str, isolation: str, tests: int) 
             assert test["fetch_status"] == {"out.bin": "ok"}, test
             assert len(base64.b64decode(test["files"]["out.bin"])) == share - 1
     fetched = sum(len(base64.b64decode(t["files"].get("out.bin", ""))) for t in data["tests"])
-    assert fetched == (tests // 2) * (share - 1) <= JUDGE_FETCH_TOTAL
+    assert fetched == (tests // 2) * (share - 1) <= REQUEST_FETCH_TOTAL
 
 
 @pytest.mark.parametrize(
@@ -220,3 +220,28 @@ def test_caps_and_names(url: str, body: dict, status: int, says: str) -> None:
     r = post(url, "/execute", {"code": "print(1)", **body})
     assert r.status_code == status, r.text
     assert says in r.json()["detail"]
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_batchs_items_share_one_total(url: str, isolation: str) -> None:
+    """An /execute/batch's items share BOXED_MAX_REQUEST_FETCH_BYTES as a judge's tests do;
+    an item cached by a lone /execute (its larger cap) is not answered to a batch item."""
+    share = REQUEST_FETCH_TOTAL // 8
+    sizes = [share - 1, share + 1] * 4
+
+    def item(size: int) -> dict:
+        code = f"open('out.bin', 'wb').write(b'o' * {size})"
+        return {"code": code, "fetch_files": ["out.bin"], "isolation": isolation, "cache": True}
+
+    alone = post(url, "/execute", item(share + 1)).json()
+    assert alone["fetch_status"] == {"out.bin": "ok"}  # within BOXED_MAX_FETCH_BYTES alone
+    response = post(url, "/execute/batch", {"items": [item(size) for size in sizes]})
+    assert response.status_code == 200, response.text[:500]
+    results = response.json()["results"]
+    for size, result in zip(sizes, results, strict=True):
+        if size > share:
+            assert result["fetch_status"] == {"out.bin": "refused: over the fetch cap"}, result
+            assert result["files"] == {}
+        else:
+            assert result["fetch_status"] == {"out.bin": "ok"}, result
+            assert len(base64.b64decode(result["files"]["out.bin"])) == size

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 
 from .. import metrics
 from ..executor import RequestError
+from ..files import fetch_share
 from ..languages import LANGUAGES
 from ..models import (
     CompileResult,
@@ -25,6 +26,7 @@ from ..models import (
     RunCodeResponse,
     RunResult,
 )
+from ..settings import Settings
 from . import cached
 from .auth import GUARDED, caller_of
 from .errors import RetryAtGateway, failure_of, problem, validated
@@ -85,6 +87,14 @@ def refuse_session_header(request: Request) -> None:
         raise RequestError(422, "X-Session-ID is accepted on /execute only")
 
 
+def fetch_kind(req: ExecuteRequest, share: int, settings: Settings) -> str:
+    """The cache's kind of a batch item: ``execute`` (shared with /execute and /run_code),
+    unless its fetch_files get a smaller cap than theirs, which may change the answer."""
+    if req.fetch_files and share < settings.max_fetch_bytes:
+        return f"execute:fetch-{share}"
+    return "execute"
+
+
 @router.post("/execute/batch", response_model=ExecuteBatchResponse)
 async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> ExecuteBatchResponse:
     """Run many snippets concurrently (within the service's limits); answers keep the order
@@ -95,6 +105,7 @@ async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> Execute
         raise RequestError(422, f"{len(batch.items)} items; the maximum is {limit}", "items")
     rid = request_id(request)
     executor = request.app.state.executor
+    share = fetch_share(len(batch.items), request.app.state.settings)
 
     async def one(index: int, item: dict[Any, Any]) -> ExecuteResponse | ExecuteBatchItemError:
         try:
@@ -102,9 +113,9 @@ async def execute_batch(batch: ExecuteBatchRequest, request: Request) -> Execute
             result = await cached.answer(
                 request,
                 "/execute/batch",
-                "execute",
+                fetch_kind(req, share, request.app.state.settings),
                 req,
-                lambda: executor.execute(req, f"{rid}-{index}"),
+                lambda: executor.execute(req, f"{rid}-{index}", share),
                 cached.execute_cacheable,
                 request_id=f"{rid}-{index}",
                 idempotent=False,  # one id for the batch: its items are not replayed alone
