@@ -50,7 +50,9 @@ class FakeExecutor:
     def readiness(self) -> dict[str, Any]:
         return {"docker": self.ready, "image": True, "pool_ready": 1, "last_error": None}
 
-    async def execute(self, req: ExecuteRequest, request_id: str) -> ExecuteResponse:
+    async def execute(
+        self, req: ExecuteRequest, request_id: str, fetch_bytes: int | None = None
+    ) -> ExecuteResponse:
         if req.code.startswith("raise:"):
             raise FAILURES[req.code.removeprefix("raise:")]
         async with self.admission.slot():  # as the real executor: runs and grading share it
