@@ -4,8 +4,10 @@ The supervisor reads them as root after the snippet's processes are gone, but th
 caller's and the directory is the snippet's: a link in it may point anywhere (``/proc/1/maps``,
 ``/etc/shadow``), a name may be a FIFO that blocks a reader or a device that never ends. So a
 name is opened one component at a time, relative to the run directory, never following a link
-(``O_NOFOLLOW`` on every component, ``O_DIRECTORY`` on the inner ones), on the run directory's
-own file system only (a mount point is refused), with the snippet uid's rights, and only a
+(``O_NOFOLLOW`` on every component, ``O_DIRECTORY`` on the inner ones, and each opened entry
+compared with its own ``lstat``, as gVisor follows a link despite ``O_NOFOLLOW`` when
+``O_DIRECTORY`` is set), on the run directory's own file system only (a mount point is
+refused), with the snippet uid's rights, and only a
 regular file is read: at most its size at ``fstat`` time, and only when that fits what is left
 of the cap (a file over it is refused whole, never cut). Every name gets a status the host
 answers (:class:`FetchedFile`); only files with status ``ok`` send data.
