@@ -400,9 +400,10 @@ class Executor:
             async with runs:
                 try:
                     compiled = await runs.prepare()
+                    # a sandbox lost under the run compiles again in a fresh one: that may fail
+                    result = await runs.run(req.input, limits, more=False)
                 except CompileFailed as failed:
                     return compile_error_response(failed.result, request_id)
-                result = await runs.run(req.input, limits, more=False)
             metrics.QUEUE_SECONDS.observe(time.monotonic() - started - result.duration_ms / 1000)
         metrics.observe_run(result)
         metrics.TOTAL_SECONDS.observe(time.monotonic() - started)

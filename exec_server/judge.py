@@ -346,6 +346,22 @@ class Judging:
         return _test_result(case, result, verdict, stdout, message=note)
 
 
+async def _run_tests(
+    req: JudgeRequest, kind: str, cases: list[Case], runs: Runs, marker: str
+) -> list[JudgeTestResult]:
+    """Every test's result, in order (up to the first failure with ``stop_on_first_failure``;
+    one at a time with a checker: each may be the last)."""
+    judging = Judging(req, kind, runs, marker)
+    if not (req.stop_on_first_failure or judging.comparison is Comparison.CHECKER):
+        return await judging.all_tests(cases)
+    tests: list[JudgeTestResult] = []
+    for case in cases:
+        tests.append(await judging.test(case, more=case.index < len(cases) - 1))
+        if tests[-1].status != Verdict.ACCEPTED and req.stop_on_first_failure:
+            break
+    return tests
+
+
 async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> JudgeResponse:
     """Run ``req``'s tests; the answer has the verdict, the counts and every test run."""
     marker = f"\x1eboxed-{secrets.token_hex(12)}:"  # per request: the code cannot guess it
@@ -361,33 +377,23 @@ async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> Judge
     )
     executor.check_available()
     started = time.monotonic()
-    tests: list[JudgeTestResult] = []
-    compiled = None
     async with executor.admission.slot(), runs:
         try:
             compiled = await runs.prepare()
-        except CompileFailed as failed:
-            info = compile_info(failed.result)
+            tests = await _run_tests(req, kind, cases, runs, marker)
+        except CompileFailed as failed:  # the first compile, or one again in a fresh sandbox
             return JudgeResponse(
                 verdict=Verdict.COMPILE_ERROR,
                 passed=0,
                 total=len(cases),
                 first_failure=None,
-                compile=info,
+                compile=compile_info(failed.result),
                 tests=[],
                 duration_ms=round((time.monotonic() - started) * 1000, 2),
                 request_id=request_id,
             )
-        judging = Judging(req, kind, runs, marker)
-        if req.stop_on_first_failure or judging.comparison is Comparison.CHECKER:
-            for case in cases:  # one at a time: each may be the last
-                tests.append(await judging.test(case, more=case.index < len(cases) - 1))
-                if tests[-1].status != Verdict.ACCEPTED and req.stop_on_first_failure:
-                    break
-        else:
-            tests = await judging.all_tests(cases)
-        for test in tests:
-            metrics.JUDGE_TESTS.labels(test.status).inc()
+    for test in tests:
+        metrics.JUDGE_TESTS.labels(test.status).inc()
     failures = [t for t in tests if t.status != Verdict.ACCEPTED]
     return JudgeResponse(
         verdict=failures[0].status if failures else Verdict.ACCEPTED,

@@ -63,11 +63,15 @@ class Run:
     code: str | None = None
 
 
-@dataclass(frozen=True)
 class CompileFailed(Exception):
-    """The compile step did not produce a program: the submission's own fault."""
+    """The compile step did not produce a program: the submission's own fault. Raised by the
+    first compile or by a compile again in a fresh sandbox (a lost one's replacement); either
+    way the compile's verdict is the code's. A plain exception, not a frozen dataclass: the
+    context managers it passes through set its ``__traceback__``."""
 
-    result: SnippetResult
+    def __init__(self, result: SnippetResult) -> None:
+        super().__init__(result.status)
+        self.result = result
 
 
 def compile_failed(result: SnippetResult) -> bool:

@@ -345,6 +345,50 @@ def test_code_that_loses_its_sandbox_twice_gets_the_codes_verdict_error() -> Non
     assert len(backend.jobs) == 2 and backend.sandboxes == {}
 
 
+def _compiles_then_loses_its_sandbox_then_fails_to_compile(job: Job) -> Observation:
+    """The first compile works, the first run loses its sandbox, the compile again in a fresh
+    sandbox fails (as under load: a compile timeout)."""
+    steps = _compiles_then_loses_its_sandbox_then_fails_to_compile.steps  # type: ignore[attr-defined]
+    steps.append("compile" if job.install else "run")
+    if steps == ["compile"]:
+        return observed(installed=True)
+    if steps == ["compile", "run"]:
+        raise SandboxError("the supervisor exited: killed from outside")
+    return observed(stderr=b"error: too slow", exit_code=1)
+
+
+@pytest.mark.parametrize("route", ["execute", "judge"])
+def test_a_compile_that_fails_again_in_a_fresh_sandbox_is_the_codes_compile_error(
+    route: str,
+) -> None:
+    """It once escaped as a 500: the error passed through a context manager, which could not
+    set the traceback of a frozen dataclass."""
+    from exec_server.judge import judge
+    from exec_server.models import JudgeRequest
+
+    _compiles_then_loses_its_sandbox_then_fails_to_compile.steps = []  # type: ignore[attr-defined]
+
+    async def scenario() -> Any:
+        executor = _executor(FakeBackend(_compiles_then_loses_its_sandbox_then_fails_to_compile))
+        await executor.start()
+        try:
+            if route == "execute":
+                return await executor.execute(ExecuteRequest(code="x", language="cpp"), "r")
+            req = JudgeRequest(code="x", language="cpp", tests=[{"expected_output": ""}])
+            return await judge(executor, req, "r")
+        finally:
+            await executor.stop()
+
+    answer = asyncio.run(scenario())
+    steps = _compiles_then_loses_its_sandbox_then_fails_to_compile.steps  # type: ignore[attr-defined]
+    assert steps[:3] == ["compile", "run", "compile"]  # (a closing no-op run may follow)
+    if route == "execute":
+        assert (answer.status, answer.outcome) == ("compile_error", "code")
+    else:
+        assert answer.verdict == "compile_error" and answer.tests == []
+    assert answer.compile is not None and "too slow" in answer.compile.stderr
+
+
 def test_a_set_up_that_fails_twice_is_the_infrastructures_never_a_verdict() -> None:
     """The child died before the code ran: nothing the code did; a 503, retried once first."""
 
