@@ -11,9 +11,10 @@ Three kinds of tests (docs/judging.md):
   ``Solution().fn_name``) with the test's ``args`` and prints the return value as JSON after a
   per-request random marker; the host compares it with ``expected``. The submission never sees
   the expected value, so anything it prints can only claim an answer, never forge a pass;
-* **test script** (Python, HumanEval's ``check(candidate)``): the script runs after the code in
-  the same interpreter and passes when it completes. This kind is only as strong as the script:
-  code that runs in the same interpreter can defeat any in-process check (docs/judging.md).
+* **test script** (Python, HumanEval's ``check(candidate)``): the script runs in a process of
+  its own, as another uid than the submission's, and reaches the submission's functions only
+  through plain values (``guest/harness.py``); the verdict is that process's exit status, which
+  the kernel reports: nothing the submission writes, returns or patches can forge a pass.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from . import metrics
 from .backends.supervised import needs_preload
 from .executor import Executor, compile_info, resolve_limits
 from .files import encoded, fetch_share
+from .guest.protocol import HARNESS_FAILED, HARNESS_PASSED
 from .models import (
     Difference,
     ExecuteRequest,
@@ -58,6 +60,9 @@ class Verdict(enum.StrEnum):
     COMPILE_ERROR = "compile_error"
 
 
+# A test script's harness exits with these (guest/harness.py); anything else is a runtime error.
+HARNESS_VERDICT = {HARNESS_PASSED: Verdict.ACCEPTED, HARNESS_FAILED: Verdict.WRONG_ANSWER}
+
 RUN_VERDICT = {
     Status.ERROR: Verdict.RUNTIME_ERROR,
     Status.TIMEOUT: Verdict.TIMEOUT,
@@ -82,20 +87,6 @@ _boxed_text = _boxed_json.dumps(
 )
 _boxed_sys.stdout.flush()
 _boxed_sys.stdout.write("\\n" + %(marker)r + _boxed_text + "\\n")
-"""
-)
-SCRIPT_DRIVER = (
-    _PREAMBLE
-    + """try:
-    exec(compile(%(test)r, "<test>", "exec"), _boxed_ns)
-    if %(entry)r is not None:
-        _boxed_ns["check"](_boxed_ns[%(entry)r])
-except AssertionError:
-    _boxed_sys.stdout.flush()
-    _boxed_sys.stdout.write("\\n" + %(marker)r + "fail\\n")
-    raise
-_boxed_sys.stdout.flush()
-_boxed_sys.stdout.write("\\n" + %(marker)r + "pass\\n")
 """
 )
 CHECKER_DRIVER = """import json as _boxed_json, sys as _boxed_sys
@@ -126,6 +117,7 @@ class Case:
     stdin: str
     code: str | None
     limits: RunLimits
+    harness: bool = False  # stdin is a test script, judged apart from the submission
     expected_output: str | None = None
     expected: Any = None
 
@@ -163,9 +155,6 @@ def _kind(req: JudgeRequest) -> str:
 
 def _driver(kind: str, req: JudgeRequest, test: JudgeTest, marker: str) -> str | None:
     """The Python program a test runs (None: the submission itself, on the test's stdin)."""
-    if kind == "script":
-        fields = {"test": req.test_script, "entry": req.entry_point}
-        return SCRIPT_DRIVER % {"code": req.code, "marker": marker, **fields}
     if kind == "call":
         fields = {"name": req.fn_name, "args": json.dumps(test.args)}
         return CALL_DRIVER % {"code": req.code, "marker": marker, **fields}
@@ -194,8 +183,11 @@ def plan(req: JudgeRequest, settings: Settings, marker: str) -> tuple[str, list[
         limits = resolve_limits(ExecuteRequest(**fields), settings)
         work += limits.wall_seconds * (2 if req.comparison == "checker" else 1)
         stdin = test.input if kind == "stdio" else ""
+        if kind == "script":  # the harness's part of the body (guest/harness.py)
+            stdin = json.dumps({"script": req.test_script, "entry": req.entry_point})
         code = _driver(kind, req, test, marker)
-        cases.append(Case(index, stdin, code, limits, test.expected_output, test.expected))
+        own = {"expected_output": test.expected_output, "expected": test.expected}
+        cases.append(Case(index, stdin, code, limits, harness=kind == "script", **own))
     if work > settings.judge_max_work_seconds:
         raise RequestError(
             422,
@@ -248,6 +240,20 @@ def _test_result(
     )
 
 
+def _script_result(case: Case, result: SnippetResult, stdout: str) -> JudgeTestResult:
+    """A test script's verdict: its harness's exit status, as the kernel reported it (the
+    submission runs as another uid and cannot set it), or the limit that stopped the run."""
+    if result.status not in (Status.OK, Status.ERROR):
+        return _test_result(case, result, RUN_VERDICT[result.status], stdout)
+    verdict = HARNESS_VERDICT.get(result.exit_code, Verdict.RUNTIME_ERROR)
+    if verdict is Verdict.WRONG_ANSWER:
+        return _test_result(case, result, verdict, stdout, message="assertion")
+    if verdict is Verdict.RUNTIME_ERROR:
+        note = "the test script failed: an exception, or the submission ended before it returned"
+        return _test_result(case, result, verdict, stdout, message=result.reason or note)
+    return _test_result(case, result, verdict, stdout)
+
+
 class Judging:
     """One judge request on its ``Runs``."""
 
@@ -261,7 +267,12 @@ class Judging:
         """Run one test and judge it (a checker runs after it, in a process of its own)."""
         checker = self.comparison is Comparison.CHECKER
         result = await self.runs.run(
-            case.stdin, case.limits, more=more or checker, code=case.code, heavy=self.heavy
+            case.stdin,
+            case.limits,
+            more=more or checker,
+            code=case.code,
+            heavy=self.heavy,
+            harness=case.harness,
         )
         if checker and result.status is Status.OK:
             return await self._checked(case, result, _text(result.stdout), more)
@@ -270,23 +281,18 @@ class Judging:
     async def all_tests(self, cases: list[Case]) -> list[JudgeTestResult]:
         """Run every test in batches (see ``Runs.run_all``) and judge each: for the tests of
         a request that wants them all and compares on the host (no checker)."""
-        runs = [Run(case.stdin, case.limits, case.code) for case in cases]
+        runs = [Run(case.stdin, case.limits, case.code, case.harness) for case in cases]
         results = await self.runs.run_all(runs, more=False, heavy=self.heavy)
         return [self.judged(case, result) for case, result in zip(cases, results, strict=True)]
 
     def judged(self, case: Case, result: SnippetResult) -> JudgeTestResult:
         """A test's result from its run, compared on the host (not with a checker)."""
         stdout = _text(result.stdout)
+        if case.harness:
+            return _script_result(case, result, stdout)
         own, tail = _split_marker(stdout, self.marker) if case.code else (stdout, None)
         if result.status is not Status.OK:
-            if self.kind == "script" and tail == "fail" and result.status is Status.ERROR:
-                return _test_result(case, result, Verdict.WRONG_ANSWER, own, message="assertion")
             return _test_result(case, result, RUN_VERDICT[result.status], own)
-        if self.kind == "script":
-            if tail != "pass":
-                note = "the code exited before the test script completed"
-                return _test_result(case, result, Verdict.RUNTIME_ERROR, own, message=note)
-            return _test_result(case, result, Verdict.ACCEPTED, own)
         if self.kind == "call":
             return self._call_result(case, result, own, tail)
         assert case.expected_output is not None

@@ -56,11 +56,13 @@ class SandboxLost(Exception):
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a request: its stdin, its limits, the code (None: the submission itself)."""
+    """One run of a request: its stdin, its limits, the code (None: the submission itself);
+    ``harness``: the stdin is a test script judged in a process of its own (guest/harness.py)."""
 
     stdin: str
     limits: RunLimits
     code: str | None = None
+    harness: bool = False
 
 
 class CompileFailed(Exception):
@@ -277,13 +279,14 @@ class Runs:
         code: str | None = None,
         own: bool = True,
         heavy: bool = False,
+        harness: bool = False,
     ) -> SnippetResult:
         """One run of the submission (or of ``code``, Python: a driver around it, a checker)
         on ``stdin``. ``more``: other runs of this request follow; ``own``: the run is the
         submission's, with the request's files (a checker's is not); ``heavy``: ``code``
         imports the preload modules where its syntax tree cannot show it (a driver holds the
-        submission as a string)."""
-        job = self._run_job(Run(stdin, limits, code), more, own, heavy)
+        submission as a string); ``harness``: ``stdin`` is a test script (``Run``)."""
+        job = self._run_job(Run(stdin, limits, code, harness), more, own, heavy)
         return (await self._jobs([job], program=code is None and self.language.compiled))[0]
 
     async def run_all(self, runs: Sequence[Run], *, more: bool, heavy: bool) -> list[SnippetResult]:
@@ -323,7 +326,9 @@ class Runs:
                 **io,
             )
         text = self.code if run.code is None else run.code
-        return Job(code=text, stdin=stdin, limits=limits, more=more, heavy=heavy, **io)
+        return Job(
+            code=text, stdin=stdin, limits=limits, more=more, heavy=heavy, harness=run.harness, **io
+        )
 
     async def close(self) -> None:
         """End the request: drop a kept program, hand the sandbox back."""

@@ -197,6 +197,12 @@ class Settings(BaseSettings):
         "sandbox can shrink another's pipes (warned at start); set, it is used instead of "
         "BOXED_SANDBOX_UIDS.",
     )
+    harness_user: str = Field(
+        default="10002:10002",
+        description="Non-zero uid:gid a /judge test script's harness runs as, in a process of its "
+        "own apart from the submission's; outside BOXED_SANDBOX_UIDS, so that the submission "
+        "can neither signal, trace nor read the harness.",
+    )
     preload: str = Field(
         default="sympy,numpy",
         description="Modules the heavy zygote imports for the code that uses them (at container "
@@ -370,6 +376,15 @@ class Settings(BaseSettings):
             )
         if len(uids) > MAX_SANDBOX_UIDS:
             raise ValueError(f"BOXED_SANDBOX_UIDS holds more than {MAX_SANDBOX_UIDS} uids")
+        ids = self.harness_user.split(":", 1)
+        if not all(i.isdigit() and int(i) > 0 for i in ids):
+            # the harness drops to it: root would keep capabilities
+            raise ValueError("BOXED_HARNESS_USER must be a non-zero uid[:gid], numeric")
+        harness_uid = int(ids[0])
+        if harness_uid in uids or (
+            self.sandbox_user is not None and self.sandbox_user.split(":")[0] == ids[0]
+        ):
+            raise ValueError("BOXED_HARNESS_USER must be a uid outside the sandboxes' uids")
         return self
 
     @property

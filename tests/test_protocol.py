@@ -37,6 +37,8 @@ from exec_server.verdict import RunLimits
 CONFIG = GuestConfig(
     uid=10001,
     gid=10002,
+    harness_uid=10003,
+    harness_gid=10004,
     output_cap=65536,
     nofile=64,
     fsize=1 << 20,
@@ -137,7 +139,7 @@ def test_a_result_frame_is_one_of_three_records() -> None:
     "session", [None, SessionSpec(memory_mb=300, cpu_budget=12.0, session_id="s1")]
 )
 def test_the_hosts_configuration_is_what_the_guest_reads(session: SessionSpec | None) -> None:
-    settings = Settings()
+    settings = Settings(harness_user="10003:10004")
     config = supervisor_config(
         settings,
         reuse=True,
@@ -148,6 +150,7 @@ def test_the_hosts_configuration_is_what_the_guest_reads(session: SessionSpec | 
     )
     read = GuestConfig.from_wire(json.loads(json.dumps(config.to_wire())))
     assert read == config and (read.uid, read.gid) == (10001, 10002)
+    assert (read.harness_uid, read.harness_gid) == (10003, 10004)
     assert read.program == ("session" if session else "supervisor")
     assert read.preload == ([] if session else list(settings.preload_modules))
     if session is not None:

@@ -32,6 +32,7 @@ class Job:
     stdin: str
     limits: RunLimits
     heavy: bool = False  # needs the preload modules: fork it from the preloaded interpreter
+    harness: bool = False  # ``stdin`` is a test script for ``code``, judged in its own process
     argv: tuple[str, ...] = ()  # exec this program instead of running ``code`` as Python
     source: str | None = None  # write ``code`` to this file of the working directory first
     install: str | None = None  # after a clean exit, keep this output file as the program

@@ -155,12 +155,15 @@ def supervisor_config(
     are imported at start, not at the first snippet that needs them (see ``Preload``);
     ``user``: the sandbox's own uid and gid (``host_uids``), which its code runs as."""
     uid, gid = user
+    harness_uid, _, harness_gid = settings.harness_user.partition(":")
     return GuestConfig(
         # no zygote in a session: its interpreter imports what it uses once
         preload=list(settings.preload_modules) if session is None else [],
         preload_at_start=preload_at_start,
         uid=uid,
         gid=gid,
+        harness_uid=int(harness_uid),
+        harness_gid=int(harness_gid or harness_uid),
         output_cap=settings.output_max_bytes,
         nofile=settings.nofile,
         fsize=settings.tmpfs_mb * 1024 * 1024,  # as the tmpfs: one file can fill it, no more
@@ -356,6 +359,7 @@ class SupervisedSandbox:
             files=bool(job.files),
             fetch=list(job.fetch or ()),
             fetch_cap=job.fetch_bytes if job.fetch else 0,
+            harness=job.harness,
         )
         body = snippet_body(job.code, job.stdin)
         if job.files:

@@ -14,6 +14,8 @@ GUEST_DIR = Path(__file__).parent
 MODULES = (
     "protocol",
     "runner",
+    "values",
+    "harness",
     "zygote",
     "processes",
     "stdio",

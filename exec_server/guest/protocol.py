@@ -46,6 +46,9 @@ FRAME_HEADER_SIZE = 8
 REPORT_STARTED = ord("R")
 REPORT_MEMORY_ERROR = ord("M")
 
+# A test script's harness exits with these (``harness``): the kernel reports them, the code cannot.
+HARNESS_PASSED, HARNESS_ERROR, HARNESS_FAILED = 0, 1, 3
+
 # Why the supervisor stopped a run ("killed_for" in the RESULT frame).
 KILLED_WALL, KILLED_CPU, KILLED_OUTPUT = "wall", "cpu", "output"
 FETCH_OK = "ok"  # a fetched file's status when it was sent (FetchedFile)
@@ -192,6 +195,8 @@ class GuestConfig(Message):
 
     uid: int  # the sandbox uid and gid every snippet runs as
     gid: int
+    harness_uid: int  # the uid and gid a test script's harness runs as (another than the snippet's)
+    harness_gid: int
     output_cap: int  # bytes per stream and run
     nofile: int  # RLIMIT_NOFILE of every snippet
     fsize: int  # RLIMIT_FSIZE of every snippet
@@ -236,6 +241,7 @@ class RunRequest(Message):
     files: bool = False  # input files follow the snippet body
     fetch: list[str] = field(default_factory=list)  # run-directory files sent back
     fetch_cap: int = 0  # bytes of fetched files in all
+    harness: bool = False  # the input is a test script, judged in a process of its own
     size: int = 0  # bytes of body after the header
 
 

@@ -16,7 +16,8 @@ import sys
 from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED, read_files_section
 
 
-def _read_exact(fd, n):
+def read_exact(fd, n):
+    """Exactly ``n`` bytes from ``fd`` (EOFError if it ends first)."""
     chunks = []
     while n:
         chunk = os.read(fd, n)
@@ -63,10 +64,10 @@ def _write_last_line(exc):
 
 def read_body(fd=0):
     """(code, input) from the snippet body on ``fd``."""
-    sizes = _read_exact(fd, 8)
+    sizes = read_exact(fd, 8)
     code_size, input_size = int.from_bytes(sizes[:4], "big"), int.from_bytes(sizes[4:], "big")
-    code = _read_exact(fd, code_size).decode("utf-8", "surrogatepass")
-    return code, _read_exact(fd, input_size)
+    code = read_exact(fd, code_size).decode("utf-8", "surrogatepass")
+    return code, read_exact(fd, input_size)
 
 
 def _exec_program(report, code, stdin, argv, source):
@@ -143,7 +144,7 @@ def run(report, options=None):
     options = options or {}
     code, stdin = read_body()
     if options.get("files"):
-        _write_files(read_files_section(lambda n: _read_exact(0, n)))
+        _write_files(read_files_section(lambda n: read_exact(0, n)))
     if options.get("argv"):
         _exec_program(report, code, stdin, options["argv"], options.get("source"))
     install_stdin(stdin)  # fd 0 is the snippet's from here on

@@ -87,7 +87,7 @@ from .watch import DRAIN_SECONDS, Clock, RunEnd, backstop_fired, drain, physical
 PROGRAM_DIR = "/box"  # compiled programs: root's, executable (/tmp is noexec), not wiped
 ORPHAN_TICK = 0.01  # how often the exit of a child whose zygote died is looked for
 # The guest modules a zygote is started with (``_zygote_command``).
-ZYGOTE_MODULES = ("protocol", "runner", "zygote")
+ZYGOTE_MODULES = ("protocol", "runner", "values", "harness", "zygote")
 
 # The children's report page (see protocol): a memfd, which each zygote maps for its children
 # (``zygote.main``) and the supervisor reads and resets with pread and pwrite (no mapping: mmap
@@ -150,10 +150,10 @@ class _Zygote:
         if self.sock.recv(16) != b"ready":
             raise RuntimeError("the zygote did not start")
 
-    def spawn(self, fds):
+    def spawn(self, fds, judged=False):
         """Fork a child on ``fds`` (body, stdout, stderr, hand-over); its pid. Its exit comes
-        as a message on ``sock`` (``exit_of``)."""
-        socket.send_fds(self.sock, [b"fork"], fds)
+        as a message on ``sock`` (``exit_of``). ``judged``: a test script's run (``harness``)."""
+        socket.send_fds(self.sock, [b"harness" if judged else b"fork"], fds)
         return int(self._receive())
 
     def exit_of(self, block=True):
@@ -185,16 +185,17 @@ class _Child:
     It owns the supervisor's ends of the child's descriptors; each is closed exactly once.
     """
 
-    def __init__(self, zygote):
+    def __init__(self, zygote, judged=False):
         self.zygote = zygote
         self.heavy = zygote.heavy
+        self.judged = judged  # a test script's run: the harness and the submission (harness)
         self.body_fd = os.memfd_create("boxed-request", os.MFD_CLOEXEC)
         self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
         self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
         go_r, self.go_w = os.pipe2(os.O_CLOEXEC)
         theirs = (self.body_fd, out_w, err_w, go_r)
         try:
-            self.pid = zygote.spawn(theirs)
+            self.pid = zygote.spawn(theirs, judged)
         finally:
             for fd in (out_w, err_w, go_r):
                 os.close(fd)
@@ -294,15 +295,17 @@ def _handed_limits(header):
     return handed
 
 
-def _end_run(child, output, uid, killed_for):
+def _end_run(child, output, config, killed_for):
     """Kill what is left of the run, reap the child and drain its pipes: (wait status, CPU
     seconds counted, peak RSS in KiB, the strays found)."""
-    pid = child.pid
+    pid, uid = child.pid, config.uid
     if killed_for:
         try:  # its own session and group first, in one call: a fork bomb stops spinning before
             os.killpg(pid, signal.SIGKILL)  # the process list is read (gVisor reads it slowly)
         except ProcessLookupError:
             pass
+    if child.judged:  # the harness's uid runs nothing after its process (the child)
+        kill_uid(config.harness_uid)
     # Whatever the snippet left running is a stray: it is killed now, before anything else.
     others = snippet_processes(uid)
     strays = [p for p, alive in others.items() if p != pid and alive]
@@ -310,6 +313,8 @@ def _end_run(child, output, uid, killed_for):
         kill_uid(uid)  # then everything else of its uid, wherever it moved to
     stray_ticks = cpu_ticks(p for p in others if p != pid)  # a killed process's stay readable
     wait_status, child_cpu, max_rss_kb = child.wait()
+    if child.judged and snippet_processes(config.harness_uid):
+        strays.append(-1)  # whatever it was, it is killed and the batch stops here
     missed = drain(output, time.monotonic() + DRAIN_SECONDS, uid) - {pid}
     if missed and not strays:
         strays = sorted(missed)  # held a pipe open: alive, whatever the process list said
@@ -325,12 +330,14 @@ def _serve_one(header, child, config, counters):
     output = Output(child.out_r, child.err_r, config.output_cap, on_close=child.close)
     _clear_report()
     oom_before = counters.oom_kills()
-    ticks_at_start = cpu_ticks([child.pid])  # the child's own set-up (it is alone: proven clean)
+    # the child's own set-up (it is alone: proven clean); a test script's child is root's until
+    # the hand-over, and the sandbox uid's processes are counted
+    ticks_at_start = 0 if child.judged else cpu_ticks([child.pid])
     clock = Clock(uid, header.wall, header.cpu, cpus, ticks_at_start)
     child.hand_over(_handed_limits(header))
     killed_for = watch(clock, output, _ChildEnd(child))
     duration_ms = (time.monotonic() - clock.started) * 1000
-    wait_status, counted, max_rss_kb, strays = _end_run(child, output, uid, killed_for)
+    wait_status, counted, max_rss_kb, strays = _end_run(child, output, config, killed_for)
     if output.over_cap and not killed_for:
         killed_for = KILLED_OUTPUT  # it flooded and exited before we read past the cap
     exit_code, signum = exit_status(wait_status)
@@ -488,13 +495,13 @@ class _Server:
         as an Anomaly (the host retires this container)."""
         alone = False
         try:
-            if self.child is not None and self.child.heavy != header.heavy:
+            if self.child is not None and (self.child.heavy != header.heavy or header.harness):
                 self.child.discard()  # forked ahead for the other kind
                 self.child = None
                 wipe_writable(self.config.uid, self.config.gid)  # its working directory
             if header.heavy and self.zygotes[True] is None:
                 self.zygotes[True] = _late_zygote(self.config, self.baseline)
-            self.child = self.child or _Child(self.zygotes[header.heavy])
+            self.child = self.child or _Child(self.zygotes[header.heavy], header.harness)
             alone = _serve_one(header, self.child, self.config, self.counters)
         except Exception as exc:  # noqa: BLE001 - tell the host, which retires this container
             send(RESULT, Anomaly(f"supervisor failed: {exc!r}").to_json())

@@ -44,7 +44,7 @@ import sys
 # deep recursion exhausted could not import it then, and its stderr would lose the error.
 import traceback  # noqa: F401
 
-from . import runner
+from . import harness, runner
 from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED
 
 RUN_DIR = "/tmp/run"
@@ -125,7 +125,8 @@ def _lower_limits(*settings):
                 raise
 
 
-def _drop_privileges(uid, gid):
+def drop_privileges(uid, gid):
+    """Become ``uid``/``gid`` (real, effective and saved) with no supplementary group."""
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
@@ -134,7 +135,7 @@ def _drop_privileges(uid, gid):
 
 
 def check_no_capabilities():
-    """Raise unless this process holds no capability (after ``_drop_privileges``)."""
+    """Raise unless this process holds no capability (after ``drop_privileges``)."""
     fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
     try:
         status = _read_to_end(fd)
@@ -159,7 +160,7 @@ def prove_the_drop(uid, gid):
     pid = os.fork()
     if pid == 0:
         try:
-            _drop_privileges(uid, gid)
+            drop_privileges(uid, gid)
             check_no_capabilities()
         except BaseException as exc:  # noqa: BLE001 - every failure must stop the zygote
             os.write(2, f"boxed supervisor: the uid drop is not clean: {exc!r}\n".encode())
@@ -198,7 +199,7 @@ def enter_sandbox(config):
     os.write(fd, b"1000")  # (one write into procfs, whole or an error)
     os.close(fd)
     os.nice(19)  # the supervisor keeps its CPU share (and its timer) under a busy snippet
-    _drop_privileges(config.uid, config.gid)  # its zygote proved it clean
+    drop_privileges(config.uid, config.gid)  # its zygote proved it clean
     # The uid change made us non-dumpable, which hands /proc/self to root; the snippet may
     # own its /proc entries as in container mode (its memory is only a preload's copy).
     if libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
@@ -223,15 +224,19 @@ def handed_limits(data):
     return {"cpu": float(cpu), "memory_mb": int(memory_mb)}
 
 
-def _child(body_fd, out_w, err_w, go_r, config):
-    """The forked child: set up, wait for the snippet, run it. Never returns."""
+def _child(body_fd, out_w, err_w, go_r, config, judged=False):
+    """The forked child: set up, wait for the snippet, run it. Never returns.
+
+    ``judged``: a test script's run (``harness``), forked when its request came: it stays root
+    until the hand-over, then splits into the submission's process and the harness."""
     try:
         # (The interpreter defaults are the zygote's: interpreter_defaults.)
         os.setsid()
         for fd, target in ((body_fd, 0), (out_w, 1), (err_w, 2), (go_r, 3)):
             os.dup2(fd, target)
         os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-        enter_sandbox(config)
+        if not judged:
+            enter_sandbox(config)
         handed = _read_to_end(3)  # blocks until the snippet is in the memfd
         if not handed:
             os._exit(0)  # the supervisor is going away
@@ -247,6 +252,8 @@ def _child(body_fd, out_w, err_w, go_r, config):
         os._exit(SETUP_FAILED)
     try:
         # os._exit()s with the snippet's status (or execs the program of a compile/exec run)
+        if judged:
+            harness.run(_report, config, enter_sandbox, drop_privileges)
         runner.run(_report, limits)
     except MemoryError:
         # The address-space limit left no room even for the runner's own work.
@@ -307,7 +314,7 @@ def main(config):
                 os._exit(0)
             pid = os.fork()
             if pid == 0:
-                _child(*fds, config)
+                _child(*fds, config, judged=message == b"harness")
             for fd in fds:
                 os.close(fd)
             sock.send(b"%d" % pid)
