@@ -214,19 +214,28 @@ def probe():
         found["signal"] = True
     except OSError:
         found["signal"] = False
-    for what in ("mem", "environ", "fd"):
-        try:
-            path = f"/proc/{parent}/{what}"
-            os.listdir(path) if what == "fd" else open(path, "rb").read(1)
-            found[what] = True
-        except OSError:
-            found[what] = False
+    try:
+        open(f"/proc/{parent}/mem", "rb").read(1)
+        found["mem"] = True
+    except OSError:
+        found["mem"] = False
+    # gVisor lets another uid list a process's descriptors: none may hold the script
+    secret, found["script"] = ("harness-" + "secret").encode(), False
+    try:
+        for fd in os.listdir(f"/proc/{parent}/fd"):
+            path = f"/proc/{parent}/fd/{fd}"
+            if "memfd" in os.readlink(path) or os.readlink(path).startswith("/"):
+                with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                    found["script"] |= secret in f.read()
+    except OSError:
+        pass
     libc = ctypes.CDLL(None, use_errno=True)
     found["ptrace"] = libc.ptrace(16, parent, 0, 0) == 0  # PTRACE_ATTACH
     found["same uid"] = os.stat(f"/proc/{parent}").st_uid == os.getuid()
     return found
 """
 PROBE_SCRIPT = """
+# harness-secret
 def check(candidate):
     found = candidate()
     assert not any(found.values()), found
@@ -236,7 +245,7 @@ def check(candidate):
 @pytest.mark.docker
 def test_the_submission_cannot_reach_the_harness(boxed_service: str) -> None:
     answer = judge(boxed_service, PROBE, PROBE_SCRIPT, "probe")
-    assert answer["verdict"] == "accepted", answer
+    assert answer["verdict"] == "accepted", answer["tests"][0]["stderr"]
 
 
 VALUES = """

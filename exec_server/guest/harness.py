@@ -14,7 +14,8 @@ the values it returns. The verdict is the harness's exit status (``HARNESS_PASSE
 ``HARNESS_FAILED`` for a failed assert, ``HARNESS_ERROR``), which only the kernel reports.
 
 The submission's process never holds the test script: it is forked after reading the code and
-before the script (the rest of the body, fd 0) is read, and it closes fd 0 first.
+before the script (the rest of the body, fd 0) is read, it closes fd 0 first, and it runs no
+code of the submission's until the harness has replaced its fd 0 and dropped root.
 """
 
 import builtins
@@ -37,7 +38,7 @@ from .protocol import (
 from .runner import exit_code, flush_std_streams, install_stdin, print_traceback, read_exact
 
 LENGTH = struct.Struct(">I")
-READY, VALUE, RAISED = b"r", b"v", b"e"
+READY, VALUE, RAISED, GO = b"r", b"v", b"e", b"g"
 QUIT_GRACE = 0.5  # seconds the harness waits for the submission to leave after the script
 PR_SET_DUMPABLE = 4
 
@@ -257,6 +258,10 @@ def run(report, config, enter_sandbox, drop):
             os.close(0)  # the test script follows the code there
             install_stdin(b"")
             enter_sandbox(config)
+            # No code of the submission's runs before the harness has let go of the body and
+            # of root (gVisor lets another uid list and open a process's descriptors).
+            if _read_socket(theirs, 1) != GO:
+                os._exit(HARNESS_ERROR)
         except BaseException as exc:  # noqa: BLE001
             os.write(2, f"boxed supervisor: submission set-up failed: {exc!r}\n".encode())
             os._exit(HARNESS_ERROR)
@@ -266,6 +271,7 @@ def run(report, config, enter_sandbox, drop):
     spec = json.loads(read_exact(0, int.from_bytes(sizes[4:], "big")))
     install_stdin(b"")
     _become_harness(config, drop)
+    ours.sendall(GO)
     channel = Channel(ours)
     status = _judge(spec, channel) if _ready(channel) else HARNESS_ERROR
     sys.stdout.flush()
