@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from exec_server.guest.values import MAX_BYTES, MAX_DEPTH, BadValue, decode, encode
+from exec_server.settings import Settings
 
 PLAIN = [
     None,
@@ -303,3 +304,10 @@ def test_a_correct_submission_passes_and_a_wrong_one_fails(boxed_service: str) -
     assert judge(boxed_service, "def inc(x):\n    return x + 1\n", script, None)["verdict"] == (
         "accepted"
     )
+
+
+@pytest.mark.parametrize("user", ["0", "0:0", "harness", "10001:10001", "10001"])
+def test_the_harness_user_is_another_non_root_uid(user: str) -> None:
+    with pytest.raises(ValueError, match="BOXED_HARNESS_USER"):
+        Settings(sandbox_user="10001:10001", harness_user=user)
+    assert Settings().harness_user.split(":")[0] != Settings().sandbox_user.split(":")[0]

@@ -188,12 +188,12 @@ def _referenced(code):
 
 def _judge(spec, channel):
     """Run the test script (and ``check(entry)``); the harness's exit status."""
-    script = compile(spec["script"], "<test>", "exec")
     namespace = {"__name__": "__main__", "__builtins__": builtins}
-    for name in _referenced(script):
-        if not hasattr(builtins, name):  # never a stand-in for a built-in
-            namespace[name] = Proxy(name, channel)
     try:
+        script = compile(spec["script"], "<test>", "exec")
+        for name in _referenced(script):
+            if not hasattr(builtins, name):  # never a stand-in for a built-in
+                namespace[name] = Proxy(name, channel)
         exec(script, namespace)
         if spec["entry"] is not None:
             namespace["check"](Proxy(spec["entry"], channel))

@@ -313,8 +313,8 @@ def _end_run(child, output, config, killed_for):
         kill_uid(uid)  # then everything else of its uid, wherever it moved to
     stray_ticks = cpu_ticks(p for p in others if p != pid)  # a killed process's stay readable
     wait_status, child_cpu, max_rss_kb = child.wait()
-    if child.judged and snippet_processes(config.harness_uid):
-        strays.append(-1)  # whatever it was, it is killed and the batch stops here
+    if child.judged:  # whatever the harness's uid left is killed, and the batch stops here
+        strays += sorted(snippet_processes(config.harness_uid))
     missed = drain(output, time.monotonic() + DRAIN_SECONDS, uid) - {pid}
     if missed and not strays:
         strays = sorted(missed)  # held a pipe open: alive, whatever the process list said
