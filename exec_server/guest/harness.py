@@ -222,13 +222,18 @@ def _ready(channel):
 
 def _leave(sock, pid, status):
     """Close the channel, give the submission QUIT_GRACE to leave (its CPU time and memory
-    then count in this process's), and exit with ``status``."""
-    sock.close()
+    then count in this process's), and exit with ``status``. Its end of the socket closes as
+    it exits: that is waited for, then its exit (one left running is the supervisor's stray)."""
+    sock.shutdown(socket.SHUT_WR)
+    sock.settimeout(QUIT_GRACE)
     deadline = time.monotonic() + QUIT_GRACE
-    while time.monotonic() < deadline:
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            break
-        time.sleep(0.002)
+    try:
+        while sock.recv(65536):
+            pass  # an answer it was still writing
+        while not os.waitpid(pid, os.WNOHANG)[0] and time.monotonic() < deadline:
+            time.sleep(0.0002)
+    except OSError:  # the grace ran out (TimeoutError), or it was reaped
+        pass
     flush_std_streams()
     os._exit(status)
 
