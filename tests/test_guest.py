@@ -14,22 +14,23 @@ import tempfile
 
 import pytest
 
-from exec_server.guest import GUEST_DIR, MODULES, module_sources
+from exec_server.guest import GUEST_DIR, MODULES, module_sources, packed_sources
 from exec_server.guest.protocol import (
     REPORT_MEMORY_ERROR,
     REPORT_STARTED,
     frame,
+    pack_sources,
     pop_frames,
     snippet_body,
 )
 from tests.conftest import top_level_imports
 
-# Installs the guest modules (argv[1]: name -> source) as bootstrap.py does.
+# Installs the guest modules (argv[1]: name -> source, packed) as bootstrap.py does.
 INSTALL_GUEST = """
-import json, sys, types
+import base64, json, sys, types, zlib
 package = types.ModuleType("boxed_guest"); package.__path__ = []
 sys.modules["boxed_guest"] = package
-for name, source in json.loads(sys.argv[1]).items():
+for name, source in json.loads(zlib.decompress(base64.b64decode(sys.argv[1]))).items():
     module = types.ModuleType("boxed_guest." + name); module.__package__ = "boxed_guest"
     sys.modules[module.__name__] = module
     exec(compile(source, name, "exec"), module.__dict__)
@@ -57,7 +58,7 @@ def run_runner(code: str, stdin: str = "") -> tuple[bytes, bytes, int, bool, boo
     }
     with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
         proc = subprocess.run(
-            [sys.executable, "-I", "-c", HARNESS, json.dumps(sources), report.name],
+            [sys.executable, "-I", "-c", HARNESS, pack_sources(sources), report.name],
             input=snippet_body(code, stdin),
             capture_output=True,
             timeout=30,
@@ -164,7 +165,7 @@ def run_session(calls: list[tuple[str, str]]) -> tuple[list[list[int]], int, str
     with tempfile.NamedTemporaryFile("r", suffix=".json") as result:
         proc = subprocess.run(
             [sys.executable, "-I", "-c", SESSION_HARNESS]
-            + [json.dumps(module_sources()), json.dumps(calls), result.name],
+            + [packed_sources(), json.dumps(calls), result.name],
             capture_output=True,
             timeout=30,
         )

@@ -15,7 +15,7 @@ import pytest
 
 from exec_server.backends.base import Job, SessionSpec
 from exec_server.backends.supervised import Preload, SupervisedSandbox, supervisor_config
-from exec_server.guest import bootstrap_source, module_sources
+from exec_server.guest import bootstrap_source, module_sources, packed_sources
 from exec_server.guest.protocol import (
     VERSION,
     Anomaly,
@@ -30,6 +30,7 @@ from exec_server.guest.protocol import (
     Skipped,
     ZygoteLink,
     read_result,
+    unpack_sources,
 )
 from exec_server.settings import Settings
 from exec_server.verdict import RunLimits
@@ -208,8 +209,7 @@ def test_a_guest_started_with_another_configuration_refuses_to_start(
     wire = {**CONFIG.to_wire(), "zygote": None, **change}
     wire = {key: value for key, value in wire.items() if value is not None or key != "uid"}
     proc = subprocess.run(
-        [sys.executable, "-I", "-c", bootstrap_source(), json.dumps(module_sources())]
-        + [json.dumps(wire)],
+        [sys.executable, "-I", "-c", bootstrap_source(), packed_sources()] + [json.dumps(wire)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -217,3 +217,13 @@ def test_a_guest_started_with_another_configuration_refuses_to_start(
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.rstrip().splitlines()[-1].startswith("boxed_guest.protocol.ProtocolError")
     assert re.search(message, proc.stderr), proc.stderr
+
+
+def test_the_guests_sources_fit_one_command_line_argument_with_room_to_grow() -> None:
+    """The Docker backends pass the sources as one argument of the container's command, and
+    ``execve`` refuses an argument over 128 KiB (``MAX_ARG_STRLEN``): every container would fail
+    to start. Packed, they must stay under half of that."""
+    packed = packed_sources()
+    assert len(packed) < 128 * 1024 // 2, len(packed)
+    assert unpack_sources(packed) == module_sources()
+    assert len(json.dumps(module_sources())) > len(packed)  # the packing is what makes room

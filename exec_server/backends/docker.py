@@ -33,7 +33,7 @@ from docker.types import LogConfig, Ulimit
 
 import docker
 
-from ..guest import bootstrap_source, module_sources
+from ..guest import bootstrap_source, packed_sources
 from ..guest.protocol import pop_frames
 from ..image_labels import sandbox_versions
 from ..settings import Settings
@@ -306,9 +306,8 @@ class DockerBackend:
         )
         if direct:
             config = dataclasses.replace(config, socket=SOCKET_PATH)
-        sources = json.dumps(module_sources())
         wire = json.dumps(config.to_wire())
-        return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, wire]
+        return ["python3", "-I", "-u", "-c", bootstrap_source(), packed_sources(), wire]
 
     def container_labels(self, lease: Lease, session: SessionSpec | None = None) -> dict[str, str]:
         """The labels of a new container: the backend's, its uid (``uid_in_use``), and a

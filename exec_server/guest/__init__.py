@@ -7,7 +7,10 @@ The host imports only ``protocol``, so both sides share one definition of the wi
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+
+from .protocol import pack_sources
 
 GUEST_DIR = Path(__file__).parent
 # Installed in this order inside the sandbox: each may import the ones before it.
@@ -30,6 +33,13 @@ MODULES = (
 def module_sources() -> dict[str, str]:
     """Source text of every guest module, keyed by module name (in installation order)."""
     return {name: (GUEST_DIR / f"{name}.py").read_text() for name in MODULES}
+
+
+@cache
+def packed_sources() -> str:
+    """Every guest module's source as the one command-line argument ``bootstrap.py`` reads
+    (``protocol.pack_sources``), made once per process."""
+    return pack_sources(module_sources())
 
 
 def bootstrap_source() -> str:

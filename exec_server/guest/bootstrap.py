@@ -1,4 +1,5 @@
-"""Installs the guest modules from ``argv[1]`` (JSON: name -> source) as the package
+"""Installs the guest modules from ``argv[1]`` (name -> source, packed as
+``protocol.pack_sources`` packs it: JSON, zlib, base64) as the package
 ``boxed_guest`` and runs the configuration's ``program`` (``supervisor`` unless it says
 ``session``, or ``zygote`` when the supervisor starts one) with the configuration in
 ``argv[2]`` (JSON: ``protocol.GuestConfig``, refused when its version is not the guest's).
@@ -15,12 +16,14 @@ stdin and stdout, the path is removed and the listener closed, all before the pr
 no snippet ever runs while anyone could connect.
 """
 
+import base64
 import json
 import os
 import select
 import socket
 import sys
 import types
+import zlib
 
 
 def serve_over_socket(path):
@@ -43,7 +46,8 @@ def serve_over_socket(path):
 
 package = types.ModuleType("boxed_guest")
 package.__path__ = []
-package.sources = json.loads(sys.argv[1])  # the supervisor starts its zygotes with some of them
+# the supervisor starts its zygotes with some of them
+package.sources = json.loads(zlib.decompress(base64.b64decode(sys.argv[1])))
 sys.modules["boxed_guest"] = package
 for name, source in package.sources.items():
     module = types.ModuleType(f"boxed_guest.{name}")

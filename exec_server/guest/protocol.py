@@ -35,9 +35,11 @@ another type (:class:`ProtocolError`), so the two sides cannot drift apart silen
 every guest module, this one runs in the sandbox's Python 3.11 with the standard library only.
 """
 
+import base64
 import dataclasses
 import json
 import types
+import zlib
 from dataclasses import dataclass, field
 
 READY_MARKER = b"\x00boxed-ready\x00\n"
@@ -314,3 +316,16 @@ def encode_request(header: RunRequest, body: bytes) -> bytes:
     """One request: the length of its JSON header (``size``: the body's), the header, the body."""
     text = dataclasses.replace(header, size=len(body)).to_json()
     return len(text).to_bytes(4, "big") + text + body
+
+
+def pack_sources(sources):
+    """Guest module sources (name -> text) as one command-line argument: JSON, zlib-compressed,
+    in base64. One argument of ``execve`` holds at most 128 KiB (``MAX_ARG_STRLEN``), which the
+    plain JSON of the guest's sources outgrew; compressed they take about a third of it.
+    ``bootstrap.py`` undoes it (it cannot import this module before the modules exist)."""
+    return base64.b64encode(zlib.compress(json.dumps(sources).encode(), 9)).decode("ascii")
+
+
+def unpack_sources(packed):
+    """The sources :func:`pack_sources` packed."""
+    return json.loads(zlib.decompress(base64.b64decode(packed)))

@@ -80,6 +80,7 @@ from .protocol import (
     Skipped,
     ZygoteLink,
     frame,
+    pack_sources,
 )
 from .stdio import Output, read_request, receive_body, scrub, send, skip_body, write_all
 from .watch import DRAIN_SECONDS, Clock, RunEnd, backstop_fired, drain, physical_cpu, watch
@@ -119,7 +120,7 @@ def _zygote_command(config, heavy, sock_fd):
         bootstrap=None,
         zygote=ZygoteLink(socket=sock_fd, report=_report_fd, heavy=heavy),
     )
-    arguments = [json.dumps(modules), json.dumps(own.to_wire())]
+    arguments = [pack_sources(modules), json.dumps(own.to_wire())]
     return [sys.executable, *options, "-c", config.bootstrap, *arguments]
 
 
