@@ -310,4 +310,7 @@ def test_a_correct_submission_passes_and_a_wrong_one_fails(boxed_service: str) -
 def test_the_harness_user_is_another_non_root_uid(user: str) -> None:
     with pytest.raises(ValueError, match="BOXED_HARNESS_USER"):
         Settings(sandbox_user="10001:10001", harness_user=user)
-    assert Settings().harness_user.split(":")[0] != Settings().sandbox_user.split(":")[0]
+    default = Settings()
+    assert int(default.harness_user.split(":")[0]) not in default.sandbox_uid_range
+    with pytest.raises(ValueError, match="BOXED_HARNESS_USER must be a uid outside"):
+        Settings(sandbox_uids="20000-20010", harness_user="20005")
