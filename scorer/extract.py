@@ -14,6 +14,7 @@ callers that want only that.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from typing import Literal, NamedTuple
@@ -22,10 +23,9 @@ Which = Literal["first", "last"]
 
 THINK_CLOSE = "</think>"
 
-# A closed tool block; its contents are masked but its tags stay so format rules can see them.
-_TOOL_BLOCK = re.compile(
-    r"<(?P<tag>tool_call|tool_response)\b[^>]*>.*?</(?P=tag)\s*>", re.DOTALL | re.IGNORECASE
-)
+# Tool tags for the block mask below: an opening tag's name, and a closing tag.
+_BLOCK_OPEN = re.compile(r"<(?P<tag>tool_call|tool_response)\b", re.IGNORECASE)
+_BLOCK_CLOSE = re.compile(r"</(?P<tag>tool_call|tool_response)\s*>", re.IGNORECASE)
 # Opening tool tags (a tool call, a tool's answer), counted by the format and bonus rules.
 TOOL_CALL_OPEN = re.compile(r"<tool_call\b", re.IGNORECASE)
 TOOL_RESPONSE_OPEN = re.compile(r"<tool_response\b", re.IGNORECASE)
@@ -39,9 +39,40 @@ def mask_tool_blocks(text: str) -> str:
     block removed, keeping empty ``<tool_call></tool_call>`` tags in their place.
 
     An unclosed opening tag is left as it is: it is no block, but rules that look for the tag
-    (tool calls after ``</think>``) still see it.
+    (tool calls after ``</think>``) still see it. A block is an opening tag (through its ``>``)
+    and the first closing tag of the same name after it; blocks do not nest.
+
+    Linear in the text: every tag is found once, and each opening tag looks its ``>`` and its
+    closing tag up instead of scanning the rest of the text (a lazy ``<tool_call>.*?</tool_call>``
+    regex rescans it for every unclosed opening tag: quadratic, seconds for 100 kB).
     """
-    return _TOOL_BLOCK.sub(lambda m: f"<{m['tag'].lower()}></{m['tag'].lower()}>", text)
+    closes: dict[str, list[int]] = {"tool_call": [], "tool_response": []}
+    close_ends: dict[int, int] = {}
+    for m in _BLOCK_CLOSE.finditer(text):
+        closes[m["tag"].lower()].append(m.start())
+        close_ends[m.start()] = m.end()
+    if not close_ends:
+        return text
+    out: list[str] = []
+    pos = 0  # text before pos is already in out
+    gt = -1  # the first '>' at or after the tag being looked at (found once, moves forward)
+    for m in _BLOCK_OPEN.finditer(text):
+        if m.start() < pos:
+            continue  # inside the block just masked
+        if gt < m.end():
+            gt = text.find(">", m.end())
+            if gt < 0:
+                break  # no opening tag from here on is complete
+        tag = m["tag"].lower()
+        starts = closes[tag]
+        k = bisect.bisect_left(starts, gt + 1)
+        if k == len(starts):
+            continue
+        out.append(text[pos : m.start()])
+        out.append(f"<{tag}></{tag}>")
+        pos = close_ends[starts[k]]
+    out.append(text[pos:])
+    return "".join(out)
 
 
 # Any tool tag, opening or closing, for the answer mask below.
@@ -136,10 +167,36 @@ def mask_hidden(text: str) -> str:
     a ``\\phantom`` or after a ``%`` comment sign is no answer."""
     if "\\" not in text and "%" not in text and "<!--" not in text and "~~" not in text:
         return text
-    return splice(text, _HIDING, lambda m: _unhidden(text, m))
+    ahead = _LookAhead(text)
+    return splice(text, _HIDING, lambda m: _unhidden(text, m, ahead))
 
 
-def _unhidden(text: str, m: re.Match[str]) -> tuple[str, int]:
+class _LookAhead:
+    """The next line end and the next box at or after a position, each found once and reused
+    while the positions asked about move forward: a line of ``%`` signs without a box would
+    otherwise be rescanned to its end for every sign (quadratic)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._newline = -1
+        self._box = -1
+
+    def line_end(self, pos: int) -> int:
+        """Index of the first newline at or after ``pos`` (the text's length if none)."""
+        if self._newline < pos:
+            found = self.text.find("\n", pos)
+            self._newline = len(self.text) if found < 0 else found
+        return self._newline
+
+    def box_start(self, pos: int) -> int:
+        """Index of the first box command at or after ``pos`` (the text's length if none)."""
+        if self._box < pos:
+            m = _BOX_CMD.search(self.text, pos)
+            self._box = len(self.text) if m is None else m.start()
+        return self._box
+
+
+def _unhidden(text: str, m: re.Match[str], ahead: _LookAhead) -> tuple[str, int]:
     """What stays of the hiding construct ``m`` starts, and where the visible text resumes."""
     token = m.group(0)
     if token == "<!--":
@@ -152,9 +209,8 @@ def _unhidden(text: str, m: re.Match[str]) -> tuple[str, int]:
         end = text.find("~~", m.end())
         return ("~~", m.end()) if end < 0 else ("", end + 2)
     if token == "%":
-        end = text.find("\n", m.end())
-        end = len(text) if end < 0 else end
-        if not _BOX_CMD.search(text, m.end(), end):  # ``\boxed{50%}``: a percent sign
+        end = ahead.line_end(m.end())
+        if ahead.box_start(m.end()) >= end:  # ``\boxed{50%}``: a percent sign
             return token, m.end()
         return "", end
     if token.endswith("{"):
@@ -213,21 +269,49 @@ def unwrap_box(content: str) -> str:
     """``\\boxed{\\boxed{5}}`` -> ``5``: strip boxes that wrap the whole of ``content``.
 
     A box that never closes is left as it is: it wraps nothing (see :func:`scan_boxes`).
+    Linear in the text: the braces are paired in one pass and the boxes peeled by moving two
+    indices, not by rescanning and copying the rest at every level of a deep nest.
     """
-    content = content.strip()
+    lo, hi = 0, len(content)
+    closes: dict[int, int] | None = None
     while True:
-        m = _BOX_CMD.match(content)
+        while lo < hi and content[lo].isspace():
+            lo += 1
+        while hi > lo and content[hi - 1].isspace():
+            hi -= 1
+        m = _BOX_CMD.match(content, lo, hi)
         if m is None:
-            return content
+            break
         i = m.end()
-        while i < len(content) and content[i].isspace():
+        while i < hi and content[i].isspace():
             i += 1
-        if i >= len(content) or content[i] != "{":
-            return content
-        close = matching_brace(content, i)
-        if close != len(content) - 1:
-            return content
-        content = content[i + 1 : close].strip()
+        if i >= hi or content[i] != "{":
+            break
+        if closes is None:
+            closes = _brace_pairs(content)
+        if closes.get(i) != hi - 1:
+            break
+        lo, hi = i + 1, hi - 1
+    return content[lo:hi]
+
+
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Index of each ``{`` that closes -> index of its ``}``, with the escapes of
+    :func:`matching_brace` (``\\{``, ``\\}`` and ``\\\\`` are no braces), in one pass."""
+    pairs: dict[int, int] = {}
+    opened: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            opened.append(i)
+        elif ch == "}" and opened:
+            pairs[opened.pop()] = i
+        i += 1
+    return pairs
 
 
 class Box(NamedTuple):
