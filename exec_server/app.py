@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from . import __version__
 from .admission import TenantFromHeader
 from .executor import Executor
+from .grading_pool import WorkerPool
 from .http import docs, errors, execute, judge, probes, scoring, sessions, tools
 from .http.instance import InstanceHeader
 from .http_limits import BodySizeLimit
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
             yield
         finally:
             await app.state.executor.stop()
+            app.state.workers.close()
 
     app = FastAPI(
         title="boxed",
@@ -60,6 +62,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     )
     app.state.settings = settings
     app.state.tenant_keys = TenantKeys.of(settings)  # a bad key file stops the start
+    app.state.workers = WorkerPool(settings.grading_workers)  # started on first use
     app.state.result_cache = ResultCache(
         settings.result_cache_entries,
         settings.result_cache_mb * 1024 * 1024,

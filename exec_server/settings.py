@@ -91,6 +91,27 @@ class Settings(BaseSettings):
         default=256, description="Most items in one /execute/batch or /score/batch; more: 422."
     )
 
+    grading_workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Worker processes that grade (/score, /score/batch) and evaluate "
+        "/calculate, off the event loop (at most 64).",
+    )
+    score_deadline: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="Wall-clock seconds one /score item (parsing and every answer check of it) "
+        "may take; past it the item is a grader_timeout row without reward (at most 600).",
+    )
+    calculate_deadline: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Wall-clock seconds one /calculate may take in a worker (at most 60).",
+    )
+
     # Per-snippet limits: default and maximum.
     timeout_default: float = Field(default=5.0, gt=0, description="Wall-clock limit.")
     timeout_max: float = Field(

@@ -23,10 +23,11 @@ from scorer.grading import (
     grade_trajectory,
     summarize,
 )
+from scorer.outcome import Failure, FailureCode
 from scorer.rewards import RewardConfig, reward_config
 from scorer.row import GradedRow
 from scorer.trajectories import parse_record
-from scorer.verdict import DEFAULT_TIMEOUT
+from scorer.verdict import DEFAULT_TIMEOUT, Reason
 
 MAX_TIMEOUT = 30.0
 MAX_BATCH_ITEMS = 1000
@@ -129,6 +130,16 @@ def score_batch(body: Any) -> dict[str, Any]:
     options. A bad item (not an object, unknown format, no gold, bad per-item ``preset``)
     becomes an ``error`` row with a message.
     """
+    options = batch_options(body)
+    rows: list[dict[str, Any]] = []
+    for n, item in enumerate(body["items"], 1):
+        rows.extend(score_item(body, options, item, n))
+    return {"results": rows, "summary": summarize(rows, options.rewards)}
+
+
+def batch_options(body: Any) -> GradeOptions:
+    """The batch-level options of a ``score_batch`` body, after checking its envelope (cheap:
+    no item is read). Raises :class:`ScoreInputError` as :func:`score_batch` does."""
     if not isinstance(body, Mapping):
         raise ScoreInputError('the body must be a JSON object: {"items": [...]}')
     unknown = sorted(set(body) - {"items", *_OPTION_KEYS})
@@ -139,20 +150,43 @@ def score_batch(body: Any) -> dict[str, Any]:
         raise ScoreInputError("'items' must be a list of trajectory records")
     if len(items) > MAX_BATCH_ITEMS:
         raise ScoreInputError(f"at most {MAX_BATCH_ITEMS} items per batch, got {len(items)}")
-    options = _options(body)
-    rows: list[dict[str, Any]] = []
-    for n, item in enumerate(items, 1):
-        item_options = options
-        if isinstance(item, Mapping) and item.get("preset") not in (None, options.rewards.preset):
-            try:
-                item_options = _options(
-                    {**body, "preset": item["preset"]}, default_preset=options.rewards.preset
-                )
-            except ValueError as e:
-                rows.append(_item_error(str(e), item, n))
-                continue
-        rows.extend(grade_record(item, item_options, line=n))
-    return {"results": rows, "summary": summarize(rows, options.rewards)}
+    return _options(body)
+
+
+def score_item(
+    body: Mapping[str, Any], options: GradeOptions, item: Any, n: int
+) -> list[dict[str, Any]]:
+    """The rows of item ``n`` (1-based) of a batch ``body`` whose options are ``options``: one
+    item is the unit the service grades under one deadline."""
+    item_options = options
+    if isinstance(item, Mapping) and item.get("preset") not in (None, options.rewards.preset):
+        try:
+            item_options = _options(
+                {**body, "preset": item["preset"]}, default_preset=options.rewards.preset
+            )
+        except ValueError as e:
+            return [_item_error(str(e), item, n)]
+    return grade_record(item, item_options, line=n)
+
+
+def score_item_packed(args: tuple[Mapping[str, Any], GradeOptions, Any, int]) -> list[dict]:
+    """:func:`score_item` with its arguments in one tuple (what a worker pool hands over)."""
+    return score_item(*args)
+
+
+def deadline_row(item: Any, n: int | None, seconds: float) -> dict[str, Any]:
+    """The row of an item whose grading ran past the service's deadline of ``seconds``: a
+    grader timeout (status ``timeout``, no reward), never a wrong answer."""
+    rid = item.get("id") if isinstance(item, Mapping) else None
+    rid = rid if isinstance(rid, str | int) and not isinstance(rid, bool) else n
+    row = error_row(
+        f"grading took more than {seconds:g} s",
+        id=rid,
+        line=n,
+        failure=Failure.of(FailureCode.GRADER_TIMEOUT),
+    )
+    row.update(status="timeout", reasons=[Reason.TIMEOUT])
+    return row
 
 
 def _item_error(message: str, item: Any, n: int) -> dict[str, Any]:

@@ -86,6 +86,7 @@ def answer_boxes(s: str) -> list[Box]:
 
 
 _BRACE_EVENT = re.compile(r"\\.|[{}]", re.DOTALL)
+_SPACES_AND_CLOSES = re.compile(r"[ }]*")
 _BOLD_GROUP = re.compile(r"\\(?:textbf|mathbf|bm|boldsymbol|mathrm|displaystyle)\s*$")
 
 
@@ -119,7 +120,8 @@ def stated_boxes(s: str) -> list[Box]:
         if b.start not in top:
             continue
         before = s[b.start - 1 : b.start]
-        after = s[b.end :].lstrip(" }")[:1]
+        resume = _SPACES_AND_CLOSES.match(s, b.end).end()  # no copy of the rest per box
+        after = s[resume : resume + 1]
         if before.isdigit() or before in (")", "]") or after.isdigit():
             continue
         out.append(b)

@@ -30,15 +30,16 @@ from scorer.extract import (
 
 SMALL = 20_000  # repetitions of the crafted unit at the smaller size
 GROWTH = 4  # the larger size is this many times the smaller
-MAX_RATIO = 8.0  # linear: ~4; quadratic: ~16
+MAX_RATIO = 9.0  # linear: ~4 (up to ~7 as caches fill); quadratic: ~16
 
 
 def _best_of(runs: int, fn: Callable[[], object]) -> float:
+    """The least CPU time ``fn`` took (CPU, not wall: a shared machine preempts the test)."""
     best = float("inf")
     for _ in range(runs):
-        started = time.perf_counter()
+        started = time.thread_time()
         fn()
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.thread_time() - started)
     return best
 
 
@@ -54,6 +55,8 @@ SHAPES: dict[str, Callable[[int], dict[str, str]]] = {
         "response": "a% " * n + "\n\\boxed{1}",
         "answer": "1",
     },
+    # every box copied the rest of the text to look at what follows it
+    "many boxes": lambda n: {"response": "\\boxed{1} " * n, "answer": "1"},
     # each level of the nest was rescanned and copied
     "boxed nest": lambda n: {
         "response": "\\boxed{" * (n // 4) + "1" + "}" * (n // 4),
