@@ -16,6 +16,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import create_app
+    from .http_edge import server_config
     from .logging_filters import LOG_DATE_FORMAT, LOG_FORMAT, uvicorn_log_config
     from .settings import Settings
 
@@ -23,16 +24,14 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings(**overrides)
     logging.Formatter.converter = time.gmtime  # the lines' timestamps are UTC ("Z")
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
-    uvicorn.run(
+    config = server_config(
         create_app(settings),
-        host=settings.host,
-        port=settings.port,
+        settings,
         log_level=args.log_level,
         log_config=uvicorn_log_config(),  # successful healthchecks stay out of the access log
         timeout_graceful_shutdown=settings.timeout_max + 5,
-        # above common client pool idle times: a client must not reuse a connection we close
-        timeout_keep_alive=75,
     )
+    uvicorn.Server(config).run()
     return 0
 
 

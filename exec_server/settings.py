@@ -112,6 +112,44 @@ class Settings(BaseSettings):
         description="Wall-clock seconds one /calculate may take in a worker (at most 60).",
     )
 
+    # The HTTP edge (exec_server/http_edge.py): applied before the app, and its key, see a byte.
+    max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="Largest request line and headers, bytes; more: 431 (at most 1 MiB).",
+    )
+    max_headers: int = Field(
+        default=100, ge=8, le=1000, description="Most headers in a request; more: 431."
+    )
+    header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Seconds a connection may take to send a complete request head (from "
+        "opening, or from the next request's first byte); then it is closed (at most 300).",
+    )
+    max_connections: int = Field(
+        default=4096,
+        ge=16,
+        le=65536,
+        description="Open connections; past it the one waiting longest for a request head is "
+        "closed, so probes answer under a flood of idle sockets (at most 65536).",
+    )
+    keep_alive_timeout: float = Field(
+        default=75.0,
+        gt=0,
+        le=3600,
+        description="Seconds an idle keep-alive connection is kept; above common client pool "
+        "idle times, so a client never reuses a connection the service closed.",
+    )
+    allowed_hosts: str = Field(
+        default="",
+        description="Extra names (comma-separated) the Host header may carry. Bound to "
+        "loopback, only localhost, 127.0.0.1 and [::1] (any port) and these are answered; "
+        "others get 421 (DNS rebinding). Set elsewhere, it restricts Host to these names.",
+    )
+
     # Per-snippet limits: default and maximum.
     timeout_default: float = Field(default=5.0, gt=0, description="Wall-clock limit.")
     timeout_max: float = Field(
