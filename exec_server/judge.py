@@ -125,7 +125,10 @@ class Case:
 def _size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode("utf-8", "surrogatepass"))
-    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    try:
+        return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    except RecursionError:
+        raise RequestError(422, "a test's args or expected value is nested too deeply") from None
 
 
 def _kind(req: JudgeRequest) -> str:
@@ -310,8 +313,9 @@ class Judging:
             return _test_result(case, result, Verdict.RUNTIME_ERROR, own, message=note)
         try:
             value = json.loads(tail)
-        except ValueError:
-            return _test_result(case, result, Verdict.WRONG_ANSWER, own, message="bad result")
+        except (ValueError, RecursionError):  # cut off at the output cap, or nested too deep
+            note = "the return value cannot be read back (cut at the output limit, or too deep)"
+            return _test_result(case, result, Verdict.WRONG_ANSWER, own, message=note)
         if values_agree(case.expected, value, self.tolerance):
             return _test_result(case, result, Verdict.ACCEPTED, own)
         shown = Difference(

@@ -7,6 +7,7 @@ with the default); ``/run_code`` accepts whatever SandboxFusion callers send.
 
 from __future__ import annotations
 
+import keyword
 import uuid
 from typing import Any, Literal
 
@@ -388,12 +389,20 @@ class JudgeRequest(BaseModel):
     code: str = Field(min_length=1)
     language: str = "python"
     tests: list[JudgeTest] = Field(default_factory=list)
-    fn_name: str | None = Field(default=None, description="Call-based tests: the function.")
+    fn_name: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Call-based tests: the function (a Python identifier, not a keyword or a "
+        "__dunder__ name).",
+    )
     test_script: str | None = Field(
         default=None, description="Python run after the code (HumanEval's check); passes on exit 0."
     )
     entry_point: str | None = Field(
-        default=None, description="With test_script: call check(<entry_point>) after it."
+        default=None,
+        max_length=200,
+        description="With test_script: call check(<entry_point>) after it (an identifier, as "
+        "fn_name).",
     )
     comparison: Literal["exact", "whitespace", "float", "lines", "checker"] = "whitespace"
     float_tolerance: float = Field(default=1e-6, ge=0)
@@ -420,6 +429,22 @@ class JudgeRequest(BaseModel):
     @classmethod
     def _one_name_per_language(cls, value: str) -> str:
         return language_name(value)
+
+    @field_validator("fn_name", "entry_point")
+    @classmethod
+    def _a_function_name(cls, name: str | None) -> str | None:
+        """The name is pasted into the test driver and looked up in the submission's
+        namespace: only a plain identifier can be, and a dunder would reach the interpreter's
+        own machinery (``__import__``, ``__class__``) instead of the submission's function."""
+        if name is None:
+            return None
+        if not name.isidentifier() or not name.isascii():
+            raise ValueError(f"{name[:40]!r} is not a Python identifier (letters, digits, _)")
+        if keyword.iskeyword(name):
+            raise ValueError(f"{name!r} is a Python keyword, not a function name")
+        if name.startswith("__") and name.endswith("__"):
+            raise ValueError(f"{name!r} is a __dunder__ name, not the submission's function")
+        return name
 
 
 class Difference(BaseModel):
