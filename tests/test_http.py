@@ -402,6 +402,19 @@ def test_score_answers_typed_rows(app: tuple[TestClient, FakeExecutor]) -> None:
     assert batch.json()["summary"]["count"] == 2
 
 
+def grader_bug(body: Any) -> dict[str, Any]:
+    """Stands in for the scorer in a worker process: a bug in the grader."""
+    raise ValueError("a bug in the grader")
+
+
+def slow_score(body: Any) -> dict[str, Any]:
+    """Stands in for the scorer in a worker process: holds the request's slot a while."""
+    from scorer.api import score
+
+    time.sleep(2)
+    return score(body)
+
+
 def test_score_caller_mistakes_are_422_and_grader_failures_500(
     app: tuple[TestClient, FakeExecutor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -416,10 +429,8 @@ def test_score_caller_mistakes_are_422_and_grader_failures_500(
         assert r.status_code == 422 and fragment in assert_error_shape(r)["detail"], r.text
     import scorer.api
 
-    def broken(*args: object, **kwargs: object) -> object:
-        raise ValueError("a bug in the grader")
-
-    monkeypatch.setattr(scorer.api, "grade_trajectory", broken)
+    # graded in a worker process: the stand-in must be importable there, so module-level
+    monkeypatch.setattr(scorer.api, "score", grader_bug)
     r = client.post("/score", json={"response": "\\boxed{1}", "answer": 1})
     assert r.status_code == 500 and "bug" not in assert_error_shape(r)["detail"]
 
@@ -443,14 +454,7 @@ def test_scoring_holds_an_admission_slot(monkeypatch: pytest.MonkeyPatch) -> Non
     """Under load /score is a 429 with Retry-After, like /execute; it never queues unbounded."""
     import scorer.api
 
-    release = threading.Event()
-    real = scorer.api.score
-
-    def slow(body: Any) -> dict[str, Any]:
-        release.wait(10)
-        return real(body)
-
-    monkeypatch.setattr(scorer.api, "score", slow)
+    monkeypatch.setattr(scorer.api, "score", slow_score)  # graded in a worker: module-level
     client, fake = make(fake={"max_running": 1, "max_queue": 0})
     item = {"response": "\\boxed{1}", "answer": 1}
     with client:
@@ -463,7 +467,6 @@ def test_scoring_holds_an_admission_slot(monkeypatch: pytest.MonkeyPatch) -> Non
             time.sleep(0.01)
         refused = client.post("/score", json=item)
         busy = client.post("/execute", json={"code": "1"})
-        release.set()
         thread.join(10)
     assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
     assert "overloaded" in assert_error_shape(refused)["detail"]
