@@ -104,11 +104,17 @@ def test_serve_passes_the_quiet_config_to_uvicorn(monkeypatch: pytest.MonkeyPatc
     import uvicorn
 
     import exec_server.app
+    from exec_server.http_edge import EdgeProtocol, HostAllowList
 
     seen: dict[str, Any] = {}
     monkeypatch.setattr(exec_server.app, "create_app", lambda settings: "the app")
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.update(kwargs, app=app))
+    monkeypatch.setattr(
+        uvicorn.Server, "run", lambda self, sockets=None: seen.update(c=self.config)
+    )
     assert cli.main(["serve", "--port", "5999"]) == 0
-    assert seen["app"] == "the app" and seen["port"] == 5999
-    assert seen["log_config"] == uvicorn_log_config()
-    assert seen["log_config"]["loggers"]["uvicorn.access"]["filters"] == ["quiet_probes"]
+    config = seen["c"]
+    # bound to loopback: the app sits behind the Host allow-list, served with the edge's caps
+    assert isinstance(config.app, HostAllowList) and config.app.app == "the app"
+    assert config.port == 5999 and issubclass(config.http, EdgeProtocol)
+    assert config.log_config == uvicorn_log_config()
+    assert config.log_config["loggers"]["uvicorn.access"]["filters"] == ["quiet_probes"]
