@@ -226,7 +226,8 @@ def is_loopback(host: str) -> bool:
 def allowed_hosts(settings: Settings) -> frozenset[str] | None:
     """The names ``Host`` may carry, or ``None`` (any): bound to loopback the loopback names,
     plus ``BOXED_ALLOWED_HOSTS`` wherever it is set."""
-    extra = {name.strip().lower() for name in settings.allowed_hosts.split(",") if name.strip()}
+    names = (settings.allowed_hosts or "").split(",")
+    extra = {name.strip().lower() for name in names if name.strip()}
     if is_loopback(settings.host):
         return LOOPBACK_NAMES | extra
     return frozenset(extra) if extra else None

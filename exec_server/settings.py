@@ -143,8 +143,8 @@ class Settings(BaseSettings):
         description="Seconds an idle keep-alive connection is kept; above common client pool "
         "idle times, so a client never reuses a connection the service closed.",
     )
-    allowed_hosts: str = Field(
-        default="",
+    allowed_hosts: str | None = Field(
+        default=None,
         description="Extra names (comma-separated) the Host header may carry. Bound to "
         "loopback, only localhost, 127.0.0.1 and [::1] (any port) and these are answered; "
         "others get 421 (DNS rebinding). Set elsewhere, it restricts Host to these names.",
@@ -382,6 +382,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "api_key",
+        "allowed_hosts",
         "runtime",
         "instance",
         "cpuset",
