@@ -3,7 +3,7 @@
     python bench/bench_client.py [--requests 1024] [--concurrency 64] [--rounds 2]
 
 Starts its own service (the tests' settings: pool 4) on a free loopback port, then sends
-``print(sum(range(100)))`` through ``exec_server.client.AsyncClient`` at the client's default
+``print(sum(range(100)))`` through ``boxed_client.AsyncClient`` at the client's default
 concurrency, alternating (in one run) the shipped pooling (``CONNECTIONS_PER_POOL``, 16) with
 one pool holding every connection, as the client had before. Prints, per round and way, the
 snippets per second and the client process's CPU per request (``time.process_time``): the
@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from exec_server import client as boxed_client  # noqa: E402
+from boxed_client import AsyncClient  # noqa: E402
+from boxed_client import base as client_base  # noqa: E402  (its pools read CONNECTIONS_PER_POOL)
 from tests.service import ServiceProcess  # noqa: E402
 
 SNIPPET, EXPECTED = "print(sum(range(100)))", "4950\n"
@@ -27,12 +28,12 @@ SNIPPET, EXPECTED = "print(sum(range(100)))", "4950\n"
 
 async def one_way(url: str, per_pool: int, requests: int, concurrency: int) -> tuple[float, float]:
     """(snippets per second, client CPU ms per request) with pools of ``per_pool``."""
-    shipped = boxed_client.CONNECTIONS_PER_POOL
-    boxed_client.CONNECTIONS_PER_POOL = per_pool
+    shipped = client_base.CONNECTIONS_PER_POOL
+    client_base.CONNECTIONS_PER_POOL = per_pool
     try:
-        client = boxed_client.AsyncClient(url, max_concurrency=concurrency)
+        client = AsyncClient(url, max_concurrency=concurrency)
     finally:
-        boxed_client.CONNECTIONS_PER_POOL = shipped
+        client_base.CONNECTIONS_PER_POOL = shipped
     async with client:
         await asyncio.gather(*(client.execute(SNIPPET) for _ in range(concurrency)))  # connect
         cpu, wall = time.process_time(), time.perf_counter()
@@ -48,7 +49,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="the client's default")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    shipped = boxed_client.CONNECTIONS_PER_POOL
+    shipped = client_base.CONNECTIONS_PER_POOL
     ways = {
         f"pools of {shipped} (shipped)": shipped,
         f"one pool of {args.concurrency}": args.concurrency,

@@ -4,4 +4,6 @@ Importing this package stays cheap: Docker, FastAPI and sympy are only imported 
 modules that need them (``exec_server.app``, ``exec_server.sandbox``...).
 """
 
-__version__ = "0.1.0"  # the one place it is written: pyproject.toml and the app read it
+from boxed_client import __version__  # written once, in the client's package: both share it
+
+__all__ = ["__version__"]

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from boxed_client.defaults import RETRY_MARGIN  # a lost run's retry: beyond its wall
 from scorer.outcome import FailureCode
 
 from . import metrics
@@ -42,7 +43,6 @@ from .verdict import (
 log = logging.getLogger("boxed.runs")
 COMPILE_ATTEMPTS = 3  # sandboxes that may fail to settle after the compile step, in a row
 NO_OP = ("/bin/true",)  # a run that only ends the request's hold on the sandbox
-RETRY_MARGIN = 5.0  # seconds a lost run's retry may take beyond its own wall limit
 
 
 class SandboxLost(Exception):

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-Isolation = Literal["container", "process"]
+from boxed_client.defaults import COMPILE_TIMEOUT, RUN_TIMEOUT
+from boxed_client.models import Isolation
+
 # A snippet's memory limit below this cannot even start the interpreter with its runner.
 MIN_MEMORY_MB = 64
 # The sandbox uids: 0x70000000 + 64 Ki, above useradd's subordinate ids (SUB_UID_MAX
@@ -151,7 +152,7 @@ class Settings(BaseSettings):
     )
 
     # Per-snippet limits: default and maximum.
-    timeout_default: float = Field(default=5.0, gt=0, description="Wall-clock limit.")
+    timeout_default: float = Field(default=RUN_TIMEOUT, gt=0, description="Wall-clock limit.")
     timeout_max: float = Field(
         default=30.0, gt=0, description="Largest wall-clock (and CPU-time) limit a request may ask."
     )
@@ -169,7 +170,7 @@ class Settings(BaseSettings):
     )
     output_max_bytes: int = Field(default=64 * 1024, ge=1024, description="Cap per stream.")
     compile_timeout_default: float = Field(
-        default=15.0, gt=0, description="Wall-clock (and CPU) limit of a compile step."
+        default=COMPILE_TIMEOUT, gt=0, description="Wall-clock (and CPU) limit of a compile step."
     )
     compile_timeout_max: float = Field(
         default=60.0, gt=0, description="Largest compile limit a request may ask."

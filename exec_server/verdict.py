@@ -9,32 +9,12 @@ it turns a failing exit into ``memory_limit``, never a clean exit into anything.
 
 from __future__ import annotations
 
-import enum
 import signal
 from dataclasses import dataclass, field, replace
 
+from boxed_client.status import Limit, Status
+
 from .guest.protocol import KILLED_CPU, KILLED_OUTPUT, KILLED_WALL
-
-
-class Status(enum.StrEnum):
-    """What the code did (closed: clients may switch on it exhaustively)."""
-
-    OK = "ok"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    MEMORY_LIMIT = "memory_limit"
-    OUTPUT_LIMIT = "output_limit"
-    COMPILE_ERROR = "compile_error"  # never from ``decide``: the compile step failed (the
-    # compiler's own exit, limit or message), so the program never ran
-
-
-class Limit(enum.StrEnum):
-    """Which limit ended a run."""
-
-    WALL = "wall"
-    CPU = "cpu"
-    MEMORY = "memory"
-    OUTPUT = "output"
 
 
 @dataclass(frozen=True)

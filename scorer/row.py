@@ -13,14 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from scorer.outcome import FailureCode, OutcomeKind
-
-
-class RowFailure(BaseModel):
-    """Why a row carries no verdict of the model's answer (docs/failures.md lists the codes)."""
-
-    code: FailureCode
-    retryable: bool = Field(description="grading the same record again may succeed")
+# Why a row carries no verdict of the model's answer: the wire's ``{code, retryable}``, whose one
+# home is the client's package (stdlib and pydantic only, no httpx), so client and scorer agree.
+from boxed_client.models import FailureInfo as RowFailure
+from scorer.outcome import OutcomeKind
 
 
 class GradedRow(BaseModel):

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from boxed_client.defaults import SCORE_TIMEOUT
+
 Gold = str | int | float
 """A gold answer as datasets give it: JSON numbers are golds too (see ``gold_to_str``)."""
 
-DEFAULT_TIMEOUT = 5.0
-"""Seconds one answer check may spend in sympy unless told otherwise (CLI, API, rewards)."""
+DEFAULT_TIMEOUT = SCORE_TIMEOUT
+"""Seconds one answer check may spend in sympy unless told otherwise (CLI, API, rewards); the
+client plans its waits on the same number (:mod:`boxed_client.defaults`)."""
 
 
 class Reason:

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+import boxed_client
 import exec_server
 from exec_server.app import create_app
 from exec_server.settings import Settings
@@ -507,18 +508,20 @@ def test_every_route_is_typed_in_the_schema(app: tuple[TestClient, FakeExecutor]
 
 
 def test_one_version_source() -> None:
-    """pyproject reads the version from the package; nothing else writes it."""
+    """pyproject reads the version from the client's package (the server shares it); nothing
+    else writes it."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
-    assert attr == "exec_server.__version__"
-    assert create_app(Settings()).version == exec_server.__version__
+    assert attr == "boxed_client.__version__"
+    assert create_app(Settings()).version == exec_server.__version__ == boxed_client.__version__
     written = [
         str(path.relative_to(REPO))
-        for path in (REPO / "exec_server").rglob("*.py")
+        for package in ("boxed_client", "exec_server")
+        for path in (REPO / package).rglob("*.py")
         if f'"{exec_server.__version__}"' in path.read_text()
     ]
-    assert written == ["exec_server/__init__.py"]
+    assert written == ["boxed_client/__init__.py"]
 
 
 def test_readyz_reports_the_engine_state(app: tuple[TestClient, FakeExecutor]) -> None:

@@ -93,17 +93,18 @@ def test_installed_commands_answer_help() -> None:
 
 
 def test_shipped_packages_need_no_checkout(tmp_path) -> None:
-    """What the wheel ships (exec_server, scorer) imports and runs from a copy with no checkout
-    around it; tools that need the checkout (tools/build_image.py) live outside the packages."""
+    """What the wheel ships (boxed_client, exec_server, scorer) imports and runs from a copy with
+    no checkout around it; tools that need the checkout (tools/build_image.py) live outside the
+    packages."""
     import shutil
 
     from tests.service import REPO
 
-    for package in ("exec_server", "scorer"):
+    for package in ("boxed_client", "exec_server", "scorer"):
         shutil.copytree(REPO / package, tmp_path / package)
     code = (
-        "import importlib, pkgutil, sys, exec_server, scorer\n"
-        "for pkg in (exec_server, scorer):\n"
+        "import importlib, pkgutil, sys, boxed_client, exec_server, scorer\n"
+        "for pkg in (boxed_client, exec_server, scorer):\n"
         "    assert pkg.__file__.startswith(sys.path[1]), pkg.__file__\n"
         "    for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
         # __main__ and the guest's bootstrap are scripts that read their argv when imported
