@@ -37,9 +37,9 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from boxed_client import BoxedError, BoxedHTTPError, Client  # noqa: E402
 from boxed_openenv import CodeAction  # noqa: E402
 from boxed_openenv.client import BoxedEnvClient  # noqa: E402
-from exec_server.client import BoxedError, BoxedHTTPError, Client  # noqa: E402
 
 ADD_TESTS = [{"input": f"{a} {b}\n", "expected_output": f"{a + b}\n"} for a, b in [(1, 2), (5, 7)]]
 SLOW = "import time\ntime.sleep(0.2)\n"  # each test in flight long enough to be hit

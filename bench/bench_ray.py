@@ -49,7 +49,7 @@ def pct(values: list[float], q: float) -> float:
 
 @ray.remote(num_cpus=0)
 def boxed_latency(url: str, calls: int) -> list[float]:
-    from exec_server.client import Client
+    from boxed_client import Client
 
     out = []
     with Client(url) as client:
@@ -63,7 +63,7 @@ def boxed_latency(url: str, calls: int) -> list[float]:
 
 @ray.remote(num_cpus=0)
 def boxed_burst(url: str, n: int, in_flight: int, start_at: float) -> tuple[float, float]:
-    from exec_server.client import Client
+    from boxed_client import Client
 
     with Client(url, max_concurrency=in_flight) as client:
         client.execute(SNIPPET)
@@ -77,7 +77,7 @@ def boxed_burst(url: str, n: int, in_flight: int, start_at: float) -> tuple[floa
 
 @ray.remote(num_cpus=0)
 def boxed_creates(url: str, n: int) -> list[float]:
-    from exec_server.client import Client
+    from boxed_client import Client
 
     out = []
     with Client(url) as client:

@@ -20,7 +20,7 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from exec_server.client import BoxedError, BoxedHTTPError, BoxedUnavailable, Client, Session
+from boxed_client import BoxedError, BoxedHTTPError, BoxedUnavailable, Client, Session
 from exec_server.models import FailureInfo
 from scorer.equivalence import verify
 from scorer.outcome import Failure, FailureCode, OutcomeKind

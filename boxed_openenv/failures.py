@@ -1,6 +1,6 @@
 """Failures that are not the code's, as the environment meets them and as its callers see them.
 
-The environment reaches boxed through ``exec_server.client``; every error of that client is
+The environment reaches boxed through ``boxed_client``; every error of that client is
 turned here into a :class:`~scorer.outcome.Failure` (``failure_of``), and a grader's verdict
 that decides nothing into one too (``grader_failure``). When the environment cannot act at
 all (boxed unreachable or overloaded) it raises :class:`EnvUnavailable`: the server answers it
@@ -10,7 +10,7 @@ all (boxed unreachable or overloaded) it raises :class:`EnvUnavailable`: the ser
 
 from __future__ import annotations
 
-from exec_server.client import BoxedError, BoxedHTTPError
+from boxed_client import BoxedError, BoxedHTTPError
 from scorer.outcome import Failure, FailureCode, OutcomeKind
 from scorer.verdict import Reason, Verdict
 

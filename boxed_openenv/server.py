@@ -24,7 +24,7 @@ from openenv.core.env_server import create_app as openenv_app
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect
 
-from exec_server.client import Client
+from boxed_client import Client
 from exec_server.models import ErrorResponse, FailureInfo, FieldError
 from scorer.outcome import Failure, FailureCode
 

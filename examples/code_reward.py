@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from exec_server.client import BoxedError, BoxedHTTPError, Client
+from boxed_client import BoxedError, BoxedHTTPError, Client
 
 RewardFunc = Callable[..., list[float | None]]
 FENCE = re.compile(r"```[\w+#-]*[ \t]*\n(.*?)```", re.DOTALL)

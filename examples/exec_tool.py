@@ -12,7 +12,7 @@ and the environment splices ``_exec_tool(call)`` back into the same assistant tu
 
 Compared with the seed (a new HTTP client per call, no retries, a fixed 5 s timeout, and the
 calculator run with ``eval`` in the environment's own process), one shared
-:class:`~exec_server.client.AsyncClient` pools connections, caps concurrency, retries overloads
+:class:`~boxed_client.AsyncClient` pools connections, caps concurrency, retries overloads
 and fails over between servers, and the calculator runs in the service's safe evaluator.
 
 Configure with ``BOXED_URL`` (one URL or several, comma-separated) and ``BOXED_API_KEY``.
@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any
 
-from exec_server.client import AsyncClient, BoxedHTTPError
+from boxed_client import AsyncClient, BoxedHTTPError
 
 TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
@@ -51,7 +51,7 @@ async def _exec_tool(call: dict[str, Any]) -> str:
 
     The model's own mistakes (bad arguments, code that raises, an expression with no value, a
     snippet the service refuses with 422/413) become an ``error`` the model can read. Service
-    outages (:class:`~exec_server.client.BoxedUnavailable`, the deadline ran out) propagate: the
+    outages (:class:`~boxed_client.BoxedUnavailable`, the deadline ran out) propagate: the
     trainer should see them, not train on trajectories that blame the model for them.
     """
     name = call.get("name")

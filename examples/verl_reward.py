@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from boxed_client import BoxedError, Client
 from examples.code_reward import extract_code
-from exec_server.client import BoxedError, Client
 
 
 class RewardUnavailable(RuntimeError):

@@ -25,7 +25,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is not installed
     raise ImportError("exec_server.ray needs Ray: pip install 'boxed[ray]'") from exc
 
-from exec_server.client import AsyncClient, Client
+from boxed_client import AsyncClient, Client
 from exec_server.ray.node_service import NodeService, ServiceSpec
 
 __all__ = [
@@ -262,7 +262,7 @@ def shutdown(timeout: float = 60.0) -> list[str]:
 
 
 def client(**kw: Any) -> Client:
-    """A :class:`~exec_server.client.Client` whose URLs are this node's service first, then
+    """A :class:`~boxed_client.Client` whose URLs are this node's service first, then
     the others (``routing="ordered"``); ``kw`` as the client's own arguments."""
     return Client(ordered_urls(), **{"routing": "ordered", **kw})
 
