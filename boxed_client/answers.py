@@ -93,6 +93,7 @@ def http_error(method: str, response: httpx.Response, request_id: str) -> BoxedH
 
 
 def json_of(response: httpx.Response) -> Any:
+    """The answer's JSON; an answer that is not JSON is a :class:`BoxedError` (no verdict)."""
     try:
         return response.json()
     except ValueError as exc:

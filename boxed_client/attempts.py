@@ -233,5 +233,6 @@ class Attempts:
 
 
 def earliest(*times: float | None) -> float | None:
+    """The earliest of the times given (``None``: no time at all)."""
     known = [t for t in times if t is not None]
     return min(known) if known else None

@@ -39,6 +39,8 @@ MAX_DOUBLINGS = 30
 
 
 def parse_urls(urls: str | Sequence[str] | None) -> list[str]:
+    """The server URLs: as given (a list, or comma-separated), else ``$BOXED_URL``, else the
+    default; ``http://`` added where no scheme is written."""
     if urls is None:
         urls = os.environ.get("BOXED_URL") or DEFAULT_URL
     if isinstance(urls, str):
@@ -53,7 +55,7 @@ def parse_urls(urls: str | Sequence[str] | None) -> list[str]:
     return out
 
 
-CONNECTIONS_PER_POOL = 16  # connections of one httpx client (see the module docstring)
+CONNECTIONS_PER_POOL = 16  # connections of one httpx client (see the package's docstring)
 
 
 class ClientBase:
@@ -268,9 +270,11 @@ class ClientBase:
 
 
 def probe_timeout(client: ClientBase, end: float) -> float:
+    """One readiness probe's timeout: the connect timeout, cut to the time left."""
     return max(0.05, min(client.connect_timeout, end - time.monotonic()))
 
 
 def not_ready(timeout: float, reasons: dict[str, str | None]) -> BoxedUnavailable:
+    """The error of a wait for readiness that timed out, with each URL's last reason."""
     lines = "; ".join(f"{url}: {reason or 'ready'}" for url, reason in reasons.items())
     return BoxedUnavailable(f"boxed not ready after {timeout:g} s ({lines})")

@@ -16,6 +16,7 @@ from boxed_client.results import ExecuteItem
 def judge_body(
     code: str, tests: Sequence[Mapping[str, Any]] | None, options: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """``POST /judge``'s body: the code, its tests, and the options that are not ``None``."""
     body: dict[str, Any] = {"code": code, "tests": [dict(t) for t in tests or []]}
     body.update((k, v) for k, v in options.items() if v is not None)
     return body
@@ -39,6 +40,7 @@ def score_options(
     rewards: Mapping[str, float] | None,
     timeout: float | None,
 ) -> dict[str, Any]:
+    """``body`` with the grading options that are not ``None`` added."""
     for name, value in (("preset", preset), ("rewards", rewards), ("timeout", timeout)):
         if value is not None:
             body[name] = dict(value) if isinstance(value, Mapping) else value
@@ -48,6 +50,7 @@ def score_options(
 def score_body(
     record: Mapping[str, Any] | None, response: str | None, answer: Any
 ) -> dict[str, Any]:
+    """``POST /score``'s record: as given, or built from ``response`` and ``answer``."""
     if record is not None:
         return dict(record)
     if response is not None:

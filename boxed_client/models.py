@@ -19,7 +19,8 @@ from boxed_client.outcome import FailureCode, OutcomeKind
 from boxed_client.status import Limit, Status
 
 Isolation = Literal["container", "process"]
-"""How a run is isolated: a container of its own, or a process in a shared sandbox."""
+"""How a run is isolated: a fresh container of its own, or a fresh child process forked in a
+pooled container (docs/process-mode.md)."""
 
 
 class ExecuteRequest(BaseModel):

@@ -118,6 +118,8 @@ ExecuteItem: TypeAlias = str | ExecuteRequest | Mapping[str, Any]
 def collect(
     outcomes: Sequence[ExecuteResult | BoxedError], return_exceptions: bool
 ) -> list[ExecuteResult | BoxedError]:
+    """A batch's results in order; :class:`BoxedBatchError` if any failed, unless the errors
+    are to be returned in place."""
     results = list(outcomes)
     if not return_exceptions and any(isinstance(r, BoxedError) for r in results):
         raise BoxedBatchError(results)
