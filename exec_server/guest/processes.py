@@ -77,6 +77,24 @@ def cpu_ticks(pids: Iterable[int]) -> int:
     return total
 
 
+def task_state(pid: int) -> tuple[str, int, bytes] | None:
+    """The kernel's view of a process at this instant: (state letter, live threads, context
+    switches so far), or None when it is gone. Read from /proc/<pid>/status and task/, which
+    need no ptrace access (the syscall and wchan files do, and gVisor has neither); the code
+    cannot forge any of it."""
+    try:
+        lines = read_small(f"/proc/{pid}/status").split(b"\n")
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
+    fields = dict(line.split(b":", 1) for line in lines if b":" in line)
+    state = fields.get(b"State", b"?").split()
+    switches = fields.get(b"voluntary_ctxt_switches", b"") + fields.get(
+        b"nonvoluntary_ctxt_switches", b""
+    )
+    return (state[0].decode() if state else "?", threads, switches.strip())
+
+
 def reap() -> None:
     """Reap every child that has ended, without waiting."""
     while True:

@@ -31,6 +31,7 @@ import os
 import resource
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -45,14 +46,17 @@ from .processes import (
     kill_all,
     kill_uid,
     snippet_processes,
+    task_state,
 )
 from .protocol import KILLED_OUTPUT, READY_MARKER, RESULT, Anomaly, RunReport
 from .stdio import CHUNK, Output, read_request, receive_body, scrub, send
 from .watch import Clock, RunEnd, tree_cpu_seconds, watch
 
 READY = b"ready"
-CALL = b"call"
+CALL = b"call"  # then the call's nonce, which its report repeats
+NONCE_BYTES = 16
 SETUP_TIMEOUT = 30.0
+QUIET_TICK = 0.002  # how often a reported call is looked at until its interpreter is quiet
 
 
 # -- the interpreter (the sandbox uid) ------------------------------------------------------
@@ -81,45 +85,87 @@ def _interpreter_main(sock, out_w, err_w, config):
 
 
 def _serve_calls(channel):
+    """Serve calls until the supervisor goes away. What this loop calls is bound here, before
+    any code of the session runs, so code that patches builtins, ``os``, ``socket`` or ``sys``
+    later does not change how a call is received, run or reported."""
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    receive, report, take = channel.recvmsg, channel.send, _take_call
     while True:
-        message, fds, _, _ = socket.recv_fds(channel, 16, 1)
-        if message != CALL or len(fds) != 1:
+        message, ancillary, _, _ = receive(64, socket.CMSG_SPACE(4))
+        fds = _received_fds(ancillary)
+        if message[: len(CALL)] != CALL or len(fds) != 1:
             os._exit(0)  # the supervisor is going away
-        os.lseek(fds[0], 0, os.SEEK_SET)
-        code, stdin = runner.read_body(fds[0])
-        os.close(fds[0])
-        runner.install_stdin(stdin)
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "rb", closefd=False), encoding="utf-8")
-        failed, memory_error = _run_cell(code, namespace)
-        runner.flush_std_streams()
-        channel.send(bytes((failed, memory_error)))
+        failed, memory_error = take(fds[0], namespace)
+        report(bytes((failed, memory_error)) + message[len(CALL) :])
 
 
-def _run_cell(code, namespace):
+def _received_fds(ancillary, unpack=struct.unpack, rights=(socket.SOL_SOCKET, socket.SCM_RIGHTS)):
+    """The descriptors an SCM_RIGHTS message carried."""
+    fds = []
+    for level, kind, data in ancillary:
+        if (level, kind) == rights:
+            fds.extend(unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4]))
+    return fds
+
+
+def _take_call(
+    fd,
+    namespace,
+    seek=os.lseek,
+    close=os.close,
+    read_body=runner.read_body,
+    install_stdin=runner.install_stdin,
+    text_stdin=lambda: io.TextIOWrapper(io.FileIO(0, "rb", closefd=False), encoding="utf-8"),
+    flush=runner.flush_std_streams,
+):
+    """Read one call's body from ``fd``, run it with its input as stdin: (failed, MemoryError)."""
+    seek(fd, 0, os.SEEK_SET)
+    code, stdin = read_body(fd)
+    close(fd)
+    install_stdin(stdin)
+    sys.stdin = text_stdin()
+    outcome = _run_cell(code, namespace)
+    flush()
+    return outcome
+
+
+def _run_cell(
+    code,
+    namespace,
+    run=exec,
+    build=compile,
+    leave=os._exit,
+    exit_code=runner.exit_code,
+    flush=runner.flush_std_streams,
+    traceback=runner.print_traceback,
+    system_exit=SystemExit,
+    memory_error=MemoryError,
+):
     """Run one call's code in the session's namespace: (failed, MemoryError) as 0/1 each.
     ``SystemExit`` ends the interpreter with its status, as it ends ``python -c``."""
     try:
-        exec(compile(code, "<string>", "exec"), namespace)
+        run(build(code, "<string>", "exec"), namespace)
         return 0, 0
-    except SystemExit as exc:
-        status = runner.exit_code(exc)
-        runner.flush_std_streams()
-        os._exit(status)
+    except system_exit as exc:
+        status = exit_code(exc)
+        flush()
+        leave(status)
     except BaseException as exc:  # noqa: BLE001 - report every failure like the interpreter
-        runner.print_traceback(exc)
-        return 1, int(isinstance(exc, MemoryError))
+        traceback(exc)
+        return 1, int(isinstance(exc, memory_error))
 
 
 # -- the supervisor side (root, PID 1) ------------------------------------------------------
 class _CallEnd(RunEnd):
-    """A call's end as ``watch`` sees it: the interpreter's report on its socket, or its exit
-    (SIGCHLD)."""
+    """A call's end as the supervisor observes it: the interpreter exited (SIGCHLD), or it
+    reported this call's end (its nonce) and the kernel shows it quiet (``_Interpreter.quiet``).
+    A report alone ends nothing: the code can write the socket too."""
 
-    def __init__(self, interpreter):
-        self.interpreter = interpreter
+    def __init__(self, interpreter, nonce):
+        self.interpreter, self.nonce = interpreter, nonce
         self.fds = (interpreter.exits.read_fd, interpreter.sock.fileno())
-        self.report = None  # the two bytes the interpreter sent, once it did
+        self.reported = False  # a report of this call arrived
+        self.failed = self.memory_error = False  # any report of this call said so
         self.exited = False
 
     def event(self, fd):
@@ -127,11 +173,29 @@ class _CallEnd(RunEnd):
             self.interpreter.exits.drain()
             self.exited = self.interpreter.exited()
             return self.exited, True
-        report = self.interpreter.sock.recv(16)
-        if not report:  # the code closed its end: wait for the interpreter
-            return False, False
-        self.report = report
-        return True, True
+        while True:
+            try:
+                report = self.interpreter.sock.recv(64, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return False, True
+            if not report:  # the code closed its end: wait for the interpreter
+                return False, False
+            self._take(report)
+
+    def _take(self, report):
+        """Count one report: another call's (stale or forged) is ignored; this call's may only
+        make the verdict worse."""
+        if len(report) != 2 + NONCE_BYTES or report[2:] != self.nonce:
+            return
+        self.reported = True
+        self.failed = self.failed or report[0] != 0
+        self.memory_error = self.memory_error or report[1] == 1
+
+    def over(self):
+        return self.reported and self.interpreter.quiet()
+
+    def tick(self):
+        return QUIET_TICK if self.reported else None
 
 
 class _Interpreter:
@@ -184,6 +248,16 @@ class _Interpreter:
         os.kill(self.pid, signal.SIGSTOP)
         os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
 
+    def quiet(self):
+        """Whether the kernel shows the interpreter idle: one thread (none left running by the
+        call), asleep, with no context switch between two looks. The code cannot forge this;
+        it can only be idle elsewhere than in its serve loop (see docs/sessions.md)."""
+        first = task_state(self.pid)
+        if first is None or first[:2] != ("S", 1):
+            return False
+        time.sleep(QUIET_TICK / 2)
+        return task_state(self.pid) == first
+
     def _strays(self):
         return [p for p, alive in snippet_processes(self.uid).items() if alive]
 
@@ -214,22 +288,20 @@ class _Interpreter:
         oom_before = self.counters.oom_kills()
         ticks_at_start = cpu_ticks(snippet_processes(self.uid))
         clock = Clock(self.uid, header.wall, header.cpu, self.cpus, ticks_at_start)
+        nonce = os.urandom(NONCE_BYTES)
         os.kill(self.pid, signal.SIGCONT)
-        socket.send_fds(self.sock, [CALL], [body_fd])
-        end = _CallEnd(self)
+        socket.send_fds(self.sock, [CALL + nonce], [body_fd])
+        end = _CallEnd(self, nonce)
         killed_for = watch(clock, output, end)
         duration_ms = (time.monotonic() - clock.started) * 1000
         cpu_seconds = tree_cpu_seconds(self.uid, ticks_at_start, self.cpus * duration_ms / 1000)
-        report = end.report
-        # A garbled report (the code wrote on the socket): the interpreter is ended.
-        well_formed = report is not None and len(report) == 2 and max(report) <= 1
-        if killed_for is not None or end.exited or not well_formed:
+        if killed_for is not None or end.exited:
             exit_code, signum, max_rss_kb = self._end_and_reap()
             strays = 0
         else:
             self._stop()
             strays = self._kill_others()
-            exit_code, signum, max_rss_kb = report[0], None, self._peak_rss_kb()
+            exit_code, signum, max_rss_kb = int(end.failed), None, self._peak_rss_kb()
         output.forward_available()
         if output.over_cap and killed_for is None:
             killed_for = KILLED_OUTPUT
@@ -242,7 +314,7 @@ class _Interpreter:
             signal=signum,  # set only from the kernel's wait status, never from the code's report
             killed_for=killed_for,
             started=True,
-            memory_error=bool(well_formed and report[1]),
+            memory_error=end.memory_error and not end.exited and killed_for is None,
             oom_killed=oom_before is not None and (oom_after or 0) > oom_before,
             duration_ms=round(duration_ms, 2),
             cpu_ms=round(cpu_seconds * 1000, 1),
