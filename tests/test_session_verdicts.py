@@ -158,6 +158,7 @@ ATTACH_CHILD = PTRACE + (
     "print('attached')\n"
 )
 PTRACE_CASES = {
+    "traceme": PTRACE + "print(libc.ptrace(0, 0, 0, 0))\n",
     "traceme-then-sigstop": TRACEME_STOP,
     "sigstop-self": STOP_SELF,
     "attach-own-child": ATTACH_CHILD,

@@ -45,6 +45,7 @@ from .processes import (
     exit_status,
     kill_all,
     kill_uid,
+    libc,
     snippet_processes,
     task_state,
 )
@@ -56,6 +57,7 @@ READY = b"ready"
 CALL = b"call"  # then the call's nonce, which its report repeats
 NONCE_BYTES = 16
 SETUP_TIMEOUT = 30.0
+PTRACE_DETACH = 17
 QUIET_TICK = 0.002  # how often a reported call is looked at until its interpreter is quiet
 
 
@@ -241,12 +243,25 @@ class _Interpreter:
         return b"".join(chunks)
 
     def exited(self):
-        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        """Whether the interpreter has ended (a ptrace stop it caused is let go first)."""
+        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return info is not None and not self._untraced(info)
+
+    def _untraced(self, info):
+        """Let the interpreter go if ``info`` is a ptrace stop: code that called
+        PTRACE_TRACEME made this process its tracer, and a tracee stays stopped (SIGCONT
+        included) until its tracer continues it. Detached with the signal that stopped it, it
+        goes on untraced; True when it was such a stop."""
+        if info.si_code != os.CLD_TRAPPED:
+            return False
+        libc.ptrace(PTRACE_DETACH, self.pid, None, info.si_status)
+        return True
 
     def _stop(self):
         """Freeze the interpreter and every thread of it until the next call."""
         os.kill(self.pid, signal.SIGSTOP)
-        os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+        while self._untraced(os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)):
+            pass  # detached with SIGSTOP: it stops again, untraced
 
     def quiet(self):
         """Whether the kernel shows the interpreter idle: one thread (none left running by the
@@ -328,6 +343,8 @@ class _Interpreter:
         code, signal, peak RSS in KiB) from its wait status."""
         self.end()
         _, status, usage = os.wait4(self.pid, 0)
+        while os.WIFSTOPPED(status):  # a ptrace stop reported before its death
+            _, status, usage = os.wait4(self.pid, 0)
         kill_all(self.uid)
         self.ended = True
         return (*exit_status(status), usage.ru_maxrss)
