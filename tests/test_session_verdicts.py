@@ -104,6 +104,20 @@ def test_a_thread_that_ends_with_its_call_keeps_the_session(http: httpx.Client) 
     assert answer(http, sid, "print(t.is_alive())")["stdout"] == "False\n"
 
 
+def test_numpy_and_a_thread_pool_shut_down_keep_the_session(http: httpx.Client) -> None:
+    sid = new_session(http)
+    code = (
+        "import numpy as np\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "with ThreadPoolExecutor(4) as pool:\n"
+        "    total = sum(pool.map(int, np.arange(10)))\n"
+        "print(int(np.ones((64, 64)).dot(np.ones(64)).sum()) + total)\n"
+    )
+    first = answer(http, sid, code)
+    assert (first["status"], first["stdout"]) == ("ok", "4141\n"), first
+    assert answer(http, sid, "print(total)")["stdout"] == "45\n"
+
+
 def test_patched_builtins_and_streams_left_behind_do_not_decide_later_statuses(
     http: httpx.Client,
 ) -> None:

@@ -20,10 +20,13 @@ Between calls nothing of the session runs: every other process of the sandbox ui
 (a stray the code left) and the interpreter is stopped (SIGSTOP) with all its threads, until
 the next call continues it (SIGCONT). An idle session therefore uses no CPU.
 
-The interpreter reports the end of a call on its socket (two bytes: failed, MemoryError).
-The code can write that socket too, so that report can only claim what the code could get
-anyway (``try``/``except`` makes any call end cleanly) or make its verdict worse; every
-limit, the exit status of an interpreter that ended and the OOM kill come from this process.
+The interpreter reports the end of a call on its socket (two bytes: failed, MemoryError, then
+the call's nonce). The code can write that socket too, so a report ends nothing by itself: a
+call ends when the interpreter exits, or when it reported this call's nonce and the kernel
+shows it quiet (one thread, asleep, no context switch between two looks); until then the
+limits run. A report may only make the verdict worse; every limit, the exit status of an
+interpreter that ended and the OOM kill come from this process (docs/sessions.md says what
+code that owns its interpreter can and cannot still do).
 """
 
 import io
