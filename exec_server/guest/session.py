@@ -60,7 +60,6 @@ READY = b"ready"
 CALL = b"call"  # then the call's nonce, which its report repeats
 NONCE_BYTES = 16
 SETUP_TIMEOUT = 30.0
-PTRACE_DETACH = 17
 QUIET_TICK = 0.002  # how often a reported call is looked at until its interpreter is quiet
 
 
@@ -257,7 +256,7 @@ class _Interpreter:
         goes on untraced; True when it was such a stop."""
         if info.si_code != os.CLD_TRAPPED:
             return False
-        libc.ptrace(PTRACE_DETACH, self.pid, None, info.si_status)
+        libc.ptrace(zygote.PTRACE_DETACH, self.pid, None, info.si_status)
         return True
 
     def _stop(self):
@@ -345,9 +344,7 @@ class _Interpreter:
         """End the interpreter, reap it and kill everything else of the sandbox uid: (exit
         code, signal, peak RSS in KiB) from its wait status."""
         self.end()
-        _, status, usage = os.wait4(self.pid, 0)
-        while os.WIFSTOPPED(status):  # a ptrace stop reported before its death
-            _, status, usage = os.wait4(self.pid, 0)
+        _, status, usage = zygote.wait_ended(self.pid)
         kill_all(self.uid)
         self.ended = True
         return (*exit_status(status), usage.ru_maxrss)

@@ -55,6 +55,7 @@ CAP_LINES = (b"\nCapInh:", b"\nCapPrm:", b"\nCapEff:", b"\nCapAmb:")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 M_ARENA_MAX = -8
 THREAD_STACK = 4 * 1024 * 1024
+PTRACE_DETACH = 17
 
 libc = ctypes.CDLL(None, use_errno=True)
 _report = None  # the children's report page: mapped by main
@@ -176,6 +177,18 @@ def _read_to_end(fd):
     while chunk := os.read(fd, 4096):
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def wait_ended(pid):
+    """``wait4`` for ``pid``'s end: (pid, wait status, usage). A child that called
+    PTRACE_TRACEME made its parent (this process) its tracer, and wait reports its every stop;
+    each is detached with the signal that stopped it (a SIGSTOP then stops it untraced, and its
+    limits end it), so only its end is returned, never a stop as if it were one."""
+    while True:
+        waited, status, usage = os.wait4(pid, 0)
+        if not os.WIFSTOPPED(status):
+            return waited, status, usage
+        libc.ptrace(PTRACE_DETACH, pid, None, os.WSTOPSIG(status))
 
 
 def interpreter_defaults(config):
@@ -318,7 +331,7 @@ def main(config):
             for fd in fds:
                 os.close(fd)
             sock.send(b"%d" % pid)
-            _, status, usage = os.wait4(pid, 0)
+            _, status, usage = wait_ended(pid)  # a traced child's stops are let go
             cpu = usage.ru_utime + usage.ru_stime
             sock.send(b"%d %r %d" % (status, cpu, usage.ru_maxrss))
     finally:
