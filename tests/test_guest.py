@@ -127,7 +127,8 @@ def test_a_deep_traceback_is_printed_as_python_c_prints_it() -> None:
 
 # Installs the guest modules, then forks the session interpreter's call loop on one end of a
 # socket pair (its stdout and stderr: files); the parent sends each call as the session
-# supervisor does (a memfd) and writes, per call, the report bytes and the output so far.
+# supervisor does (a memfd, with a fresh nonce) and writes, per call, the report bytes (the
+# nonce checked) and the output so far.
 SESSION_HARNESS = (
     INSTALL_GUEST
     + """
@@ -145,12 +146,14 @@ answers = []
 for code, stdin in json.loads(sys.argv[2]):
     body = os.memfd_create("call")
     os.write(body, protocol.snippet_body(code, stdin))
-    socket.send_fds(ours, [session.CALL], [body])
+    nonce = os.urandom(session.NONCE_BYTES)
+    socket.send_fds(ours, [session.CALL + nonce], [body])
     os.close(body)
-    report = ours.recv(16)
-    answers.append(list(report))
+    report = ours.recv(64)
+    answers.append(list(report[:2]))
     if not report:
         break
+    assert report[2:] == nonce, report  # each report names its call
 ours.close()
 _, status = os.waitpid(pid, 0)
 out.seek(0); err.seek(0)
