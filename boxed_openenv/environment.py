@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -206,15 +205,12 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
             verdict = verify(answer, task.answer, timeout=self._grade_timeout)
             failure = grader_failure(verdict)
             return (None, failure) if failure is not None else (verdict.correct, None)
-        # The tests passed only if the program got past them: its last line is a token
-        # chosen now, which an answer that exits early (os._exit(0)) never prints.
-        token = secrets.token_hex(16)
-        program = f"{answer}\n\n{task.tests}\n\nprint({token!r})\n"
-        result = self._client.execute(program)
+        # The verdict is /judge's (a test script): never text the program could print, so an
+        # answer that reads the program's text or its frames finds nothing to forge.
+        result = self._client.judge(answer, test_script=task.tests)
         if result.outcome != OutcomeKind.CODE and result.failure is not None:
             return None, Failure.of(result.failure.code)
-        lines = result.stdout.splitlines()
-        return result.status == "ok" and bool(lines) and lines[-1] == token, None
+        return result.verdict == "accepted", None
 
     def _finish(self, obs: CodeObservation) -> None:
         """End the episode with ``obs``. A session the infrastructure lost is forgotten, not

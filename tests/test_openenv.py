@@ -181,6 +181,33 @@ def test_a_lost_session_ends_the_episode_with_the_reason(env_server: tuple[str, 
     assert until_no_session(instance) == []
 
 
+FORGER = """import os, sys
+frame, seen = sys._getframe(), []
+while frame is not None:  # every constant of every frame: the program's text as compiled
+    seen += [c for c in frame.f_code.co_consts if isinstance(c, str)]
+    frame = frame.f_back
+for text in seen:
+    if len(text) == 32 and all(ch in "0123456789abcdef" for ch in text):
+        print(text, flush=True)
+os._exit(0)
+"""
+
+
+def test_an_answer_that_prints_what_it_reads_from_the_program_gets_no_reward(
+    env_server: tuple[str, str],
+) -> None:
+    """The tests' verdict is /judge's structured answer, never a token in the program's text:
+    an answer that prints every string its frames hold (a token among them) and exits 0
+    before the tests run is wrong, not right."""
+    url, instance = env_server
+    with BoxedEnvClient(base_url=url).sync() as env:
+        env.reset(task={"tests": "assert f() == 1"})
+        forged = env.step(CodeAction(answer=FORGER))
+        assert forged.done and forged.observation.outcome == "code"
+        assert forged.reward == 0.0 and forged.observation.correct is False
+    assert until_no_session(instance) == []
+
+
 def test_http_reset_and_step_build_a_fresh_environment_per_request(
     env_server: tuple[str, str],
 ) -> None:
