@@ -4,6 +4,7 @@ verdicts, and a program the submission can run but not replace."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -114,3 +115,53 @@ def test_languages_route_lists_every_language(url: str) -> None:
     cpp = next(lang for lang in listed if lang["name"] == "cpp")
     assert cpp["compile_command"].startswith("/usr/bin/g++ -std=c++17 -O2")
     assert cpp["version"].startswith("g++ 12.2.0")
+
+
+FLOOD = (  # ten thousand errors, each with its context lines: far over the output cap
+    "#define A x;x;x;x;x;x;x;x;x;x;\n#define B A A A A A A A A A A\n"
+    "#define C B B B B B B B B B B\n#define D C C C C C C C C C C\nint main(){ D }\n"
+)
+HOSTILE_SOURCES = {
+    "device zero": '#include "/dev/zero"\nint main(){}\n',
+    "device urandom": '#include "/dev/urandom"\nint main(){}\n',
+    "its own output pipe": '#include "/proc/self/fd/1"\nint main(){}\n',
+    "itself": "#include __FILE__\nint main(){}\n",
+    "a flood of diagnostics": FLOOD,
+}
+
+
+@pytest.mark.parametrize("isolation", ["process", "container"])
+@pytest.mark.parametrize("source", list(HOSTILE_SOURCES))
+def test_hostile_sources_end_as_compile_error_within_the_compile_limits(
+    url: str, source: str, isolation: str
+) -> None:
+    """Device includes, a file including itself and floods of diagnostics are the code's
+    compile error: never a 5xx, never longer than the compile limit, output capped."""
+    started = time.monotonic()
+    data = run(url, HOSTILE_SOURCES[source], "cpp", compile_timeout=3, isolation=isolation)
+    assert time.monotonic() - started < 30
+    assert data["status"] == "compile_error" and data["outcome"] == "code", data
+    assert data["compile"]["status"] in {"error", "timeout", "memory_limit", "output_limit"}
+    assert len(data["compile"]["stderr"].encode()) <= 64 * 1024  # the service's output cap
+
+
+@pytest.mark.parametrize("source", ["itself", "a flood of diagnostics", "device zero"])
+def test_hostile_sources_are_compile_errors_through_judge_and_run_code(
+    url: str, source: str
+) -> None:
+    code = HOSTILE_SOURCES[source]
+    judged = httpx.post(
+        f"{url}/judge",
+        json={"code": code, "language": "cpp", "compile_timeout": 3}
+        | {"tests": [{"input": "", "expected_output": ""}]},
+        timeout=120,
+    )
+    assert judged.status_code == 200, judged.text
+    assert judged.json()["verdict"] == "compile_error" and judged.json()["outcome"] == "code"
+    fusion = httpx.post(
+        f"{url}/run_code",
+        json={"code": code, "language": "cpp", "compile_timeout": 3},
+        timeout=120,
+    )
+    assert fusion.status_code == 200, fusion.text
+    assert fusion.json()["message"] == "CompileError"
