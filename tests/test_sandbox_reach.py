@@ -152,6 +152,14 @@ def test_no_key_setting_or_host_path_is_readable_in_the_sandbox(url: str, isolat
     assert data["stdout"] == "found: []\n"
 
 
+def test_no_key_setting_or_host_path_is_readable_in_a_session(url: str) -> None:
+    """The same search from a session's code (a container of its own, the session program)."""
+    code = SECRET_PROBE.replace("NEEDLES", repr([KEY, "BOXED_", str(REPO)]))
+    with Client(url, api_key=KEY).session() as session:
+        called = session.execute(code, timeout=30)
+        assert (called.status, called.stdout) == ("ok", "found: []\n"), called.stderr
+
+
 CORRECT = "def f(x):\n    return x + 1\n\nprint(f(1))\n"
 WARNS = "import warnings\nwarnings.warn('mine', UserWarning)\n" + CORRECT
 
