@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from exec_server.client import Client
+from boxed_client import Client
 from tests.conftest import REPO, running_service
 from tests.runtimes import engine_for
 
