@@ -28,9 +28,10 @@ from typing import Any
 
 from . import metrics
 from .backends.supervised import needs_preload
-from .executor import Executor, compile_info, resolve_limits
+from .executor import Executor, compile_info
 from .files import encoded, fetch_share
 from .guest.protocol import HARNESS_FAILED, HARNESS_PASSED
+from .limits import resolve_limits
 from .models import (
     Difference,
     ExecuteRequest,

@@ -40,7 +40,8 @@ from .backends.base import (
     SessionSandbox,
     SessionSpec,
 )
-from .executor import RequestError, ServiceUnavailable, resolve_limits, to_response
+from .executor import RequestError, ServiceUnavailable, to_response
+from .limits import resolve_limits
 from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
 from .settings import MIN_MEMORY_MB, Settings
 from .verdict import NotAVerdict, SnippetResult, Status, decide
