@@ -33,11 +33,12 @@ import uvicorn
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 from proc_cpu import ENGINE_PREFIXES, read_stat  # noqa: E402
 
+from exec_server.answers import to_response  # noqa: E402
 from exec_server.app import create_app  # noqa: E402
 from exec_server.backends.base import Job  # noqa: E402
 from exec_server.backends.docker import DockerBackend  # noqa: E402
 from exec_server.backends.fake import observed  # noqa: E402
-from exec_server.executor import Executor, to_response  # noqa: E402
+from exec_server.executor import Executor  # noqa: E402
 from exec_server.models import ExecuteRequest  # noqa: E402
 from exec_server.settings import Settings  # noqa: E402
 from exec_server.verdict import RunLimits, decide  # noqa: E402

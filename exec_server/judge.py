@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import metrics
+from .answers import compile_info
 from .backends.supervised import needs_preload
-from .executor import Executor, compile_info
+from .executor import Executor
 from .files import encoded, fetch_share
 from .guest.protocol import HARNESS_FAILED, HARNESS_PASSED
 from .limits import resolve_limits

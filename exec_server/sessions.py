@@ -32,6 +32,7 @@ from scorer.outcome import Failure, FailureCode
 
 from . import metrics
 from .admission import Admission, Overloaded, current_tenant
+from .answers import to_response
 from .backends.base import (
     BackendHealth,
     Job,
@@ -40,7 +41,7 @@ from .backends.base import (
     SessionSandbox,
     SessionSpec,
 )
-from .executor import RequestError, ServiceUnavailable, to_response
+from .executor import RequestError, ServiceUnavailable
 from .limits import resolve_limits
 from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
 from .settings import MIN_MEMORY_MB, Settings
