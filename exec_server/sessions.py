@@ -41,9 +41,9 @@ from .backends.base import (
     SessionSandbox,
     SessionSpec,
 )
-from .executor import RequestError, ServiceUnavailable
 from .limits import resolve_limits
 from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
+from .request_errors import RequestError, ServiceUnavailable
 from .settings import MIN_MEMORY_MB, Settings
 from .verdict import NotAVerdict, SnippetResult, Status, decide
 

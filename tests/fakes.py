@@ -19,8 +19,8 @@ import uvicorn
 
 from exec_server.admission import Admission, Overloaded
 from exec_server.app import create_app
-from exec_server.executor import RequestError, ServiceUnavailable
 from exec_server.models import ExecuteRequest, ExecuteResponse, Truncated
+from exec_server.request_errors import RequestError, ServiceUnavailable
 from exec_server.settings import Settings
 from tests.service import free_port
 

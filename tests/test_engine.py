@@ -14,11 +14,12 @@ from exec_server.admission import Overloaded
 from exec_server.backends import BACKENDS, SandboxBackend, create_backend
 from exec_server.backends.base import Job, Sandbox, SandboxError
 from exec_server.backends.fake import FakeBackend, observed
-from exec_server.executor import Executor, RequestError, ServiceUnavailable
+from exec_server.executor import Executor
 from exec_server.guest.protocol import KILLED_CPU, KILLED_OUTPUT, KILLED_WALL
 from exec_server.limits import resolve_limits
 from exec_server.models import ExecuteRequest
 from exec_server.pool import WarmPool
+from exec_server.request_errors import RequestError, ServiceUnavailable
 from exec_server.runs import Run, Runs
 from exec_server.settings import Settings
 from exec_server.verdict import Limit, NotAVerdict, Observation, RunLimits, Status, decide

@@ -25,8 +25,8 @@ from scorer.outcome import Failure, FailureCode, outcome_fields
 
 from .. import metrics
 from ..admission import Overloaded
-from ..executor import RequestError, ServiceUnavailable
 from ..models import FieldError, ItemError
+from ..request_errors import RequestError, ServiceUnavailable
 from ..sessions import SessionBusy, SessionGone, SessionNotFound
 
 log = logging.getLogger("boxed.http")

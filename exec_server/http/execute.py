@@ -10,7 +10,6 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from .. import metrics
-from ..executor import RequestError
 from ..files import fetch_share
 from ..languages import LANGUAGES
 from ..models import (
@@ -26,6 +25,7 @@ from ..models import (
     RunCodeResponse,
     RunResult,
 )
+from ..request_errors import RequestError
 from ..settings import Settings
 from . import cached
 from .auth import GUARDED, caller_of

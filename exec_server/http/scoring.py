@@ -18,9 +18,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from .. import metrics
-from ..executor import RequestError
 from ..grading_pool import WorkerLost, WorkerPool, WorkTimeout
 from ..models import ScoreBatchRequest, ScoreBatchResponse, ScoreRequest, ScoreRow
+from ..request_errors import RequestError
 from ..settings import Settings
 from .auth import GUARDED
 from .json_body import JsonBodyRoute
