@@ -34,11 +34,10 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from proc_cpu import ENGINE_PREFIXES, read_stat  # noqa: E402
 
 from exec_server.answers import to_response  # noqa: E402
-from exec_server.app import create_app  # noqa: E402
+from exec_server.app import Executor, create_app  # noqa: E402
 from exec_server.backends.base import Job  # noqa: E402
 from exec_server.backends.docker import DockerBackend  # noqa: E402
 from exec_server.backends.fake import observed  # noqa: E402
-from exec_server.executor import Executor  # noqa: E402
 from exec_server.models import ExecuteRequest  # noqa: E402
 from exec_server.settings import Settings  # noqa: E402
 from exec_server.verdict import RunLimits, decide  # noqa: E402
@@ -142,7 +141,7 @@ async def executor_layer(runs: int) -> dict[str, float]:
     executor = Executor(settings(strict_pool_size=0))
     await executor.start()
     try:
-        while executor.pool.ready_count < executor.settings.pool_size:
+        while executor.engine.pool.ready_count < executor.settings.pool_size:
             await asyncio.sleep(0.1)
         request, times = ExecuteRequest(code=CODE), []
         for _ in range(runs):

@@ -1,8 +1,12 @@
-"""The app factory: the routers of :mod:`exec_server.http` over an executor."""
+"""The app factory: the engine and the use cases over it (execute, judge, sessions) wired
+together as the ``Executor`` the routes call, behind the routers of :mod:`exec_server.http`.
+
+This is the one place that assembles the use cases; none of them imports another.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -10,14 +14,19 @@ from fastapi import FastAPI
 
 from . import __version__
 from .admission import TenantFromHeader
-from .executor import Executor
+from .backends import SandboxBackend
+from .backends.base import BackendHealth
+from .engine import Engine
+from .execute import execute as execute_snippet
 from .grading_pool import WorkerPool
 from .http import docs, errors, execute, judge, probes, scoring, sessions, tools
 from .http.instance import InstanceHeader
 from .http_limits import BodySizeLimit
-from .models import ErrorResponse
+from .judge import judge as judge_submission
+from .models import ErrorResponse, ExecuteRequest, ExecuteResponse, JudgeRequest, JudgeResponse
 from .result_cache import ResultCache
-from .settings import Settings, get_settings
+from .sessions import SessionManager
+from .settings import Isolation, Settings, get_settings
 from .tenancy import TenantKeys
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -34,10 +43,57 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+class Executor:
+    """What the routes call: the engine, and the use cases over it. Tests may hand the app
+    anything with the same face (``start``/``stop``/``execute``/``readiness``/``ready``/
+    ``admission``: ``tests/fakes.py``)."""
+
+    def __init__(
+        self, settings: Settings, backends: Mapping[Isolation, SandboxBackend] | None = None
+    ) -> None:
+        self.settings = settings
+        self.engine = Engine(settings, backends)
+        self.admission = self.engine.admission
+        # Sessions live on the primary backend, each in a sandbox of its own.
+        engine = self.engine
+        self.sessions = SessionManager(
+            settings, engine.backend, engine.admission, lambda: engine.health
+        )
+        engine.attach(self.sessions)
+
+    @property
+    def health(self) -> BackendHealth:
+        return self.engine.health
+
+    @property
+    def ready(self) -> bool:
+        return self.engine.ready
+
+    def readiness(self) -> dict[str, Any]:
+        """What ``/readyz`` reports: the engine's state and its keepers' (sessions)."""
+        return self.engine.readiness()
+
+    async def start(self) -> None:
+        await self.engine.start()
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+
+    async def execute(
+        self, req: ExecuteRequest, request_id: str, fetch_bytes: int | None = None
+    ) -> ExecuteResponse:
+        """One snippet (``exec_server.execute``); ``fetch_bytes``: a batch item's fetch share."""
+        return await execute_snippet(self.engine, req, request_id, fetch_bytes)
+
+    async def judge(self, req: JudgeRequest, request_id: str) -> JudgeResponse:
+        """A submission against its tests (``exec_server.judge``)."""
+        return await judge_submission(self.engine, req, request_id)
+
+
 def create_app(settings: Settings | None = None, executor: Executor | None = None) -> FastAPI:
     """Build the service. ``executor`` may be given by tests (anything with the executor's
-    ``start``/``stop``/``execute``/``readiness``/``ready``/``admission``); by default it drives
-    Docker."""
+    ``start``/``stop``/``execute``/``readiness``/``ready``/``admission``); by default it is an
+    ``Executor`` over the configured backends."""
     settings = settings or get_settings()
 
     @asynccontextmanager

@@ -29,7 +29,7 @@ from typing import Any
 from . import metrics
 from .answers import compile_info
 from .backends.supervised import needs_preload
-from .executor import Executor
+from .engine import Engine
 from .files import encoded, fetch_share
 from .guest.protocol import HARNESS_FAILED, HARNESS_PASSED
 from .limits import resolve_limits
@@ -374,22 +374,22 @@ async def _run_tests(
     return tests
 
 
-async def judge(executor: Executor, req: JudgeRequest, request_id: str) -> JudgeResponse:
+async def judge(engine: Engine, req: JudgeRequest, request_id: str) -> JudgeResponse:
     """Run ``req``'s tests; the answer has the verdict, the counts and every test run."""
     marker = f"\x1eboxed-{secrets.token_hex(12)}:"  # per request: the code cannot guess it
-    kind, cases = plan(req, executor.settings, marker)
-    runs = executor.runs(
+    kind, cases = plan(req, engine.settings, marker)
+    runs = engine.runs(
         req.isolation,
         req.language,
         req.code,
         req.compile_timeout,
         req.files,
         req.fetch_files,
-        fetch_bytes=fetch_share(len(cases), executor.settings),
+        fetch_bytes=fetch_share(len(cases), engine.settings),
     )
-    executor.check_available()
+    engine.check_available()
     started = time.monotonic()
-    async with executor.admission.slot(), runs:
+    async with engine.admission.slot(), runs:
         try:
             compiled = await runs.prepare()
             tests = await _run_tests(req, kind, cases, runs, marker)

@@ -27,6 +27,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from scorer.outcome import Failure, FailureCode
 
@@ -224,6 +225,10 @@ class SessionManager:
     @property
     def open_count(self) -> int:
         return len(self._open)
+
+    def readiness(self) -> dict[str, Any]:
+        """Its part of ``/readyz``."""
+        return {"sessions_open": self.open_count}
 
     def sandbox_ids(self) -> set[str]:
         """Sandboxes the sessions hold (open ones and those being removed): not orphans."""
@@ -451,7 +456,8 @@ class SessionManager:
             self._expire(session, why)
         return len(due)
 
-    async def run_expiry(self) -> None:
+    async def run_upkeep(self) -> None:
+        """Expire due sessions every ``session_check_interval`` seconds, until cancelled."""
         while True:
             await asyncio.sleep(self.settings.session_check_interval)
             try:

@@ -11,10 +11,10 @@ import pytest
 
 from exec_server import languages
 from exec_server.admission import Overloaded
+from exec_server.app import Executor
 from exec_server.backends import BACKENDS, SandboxBackend, create_backend
 from exec_server.backends.base import Job, Sandbox, SandboxError
 from exec_server.backends.fake import FakeBackend, observed
-from exec_server.executor import Executor
 from exec_server.guest.protocol import KILLED_CPU, KILLED_OUTPUT, KILLED_WALL
 from exec_server.limits import resolve_limits
 from exec_server.models import ExecuteRequest
@@ -464,8 +464,8 @@ def test_a_missing_image_pauses_warm_ups_until_the_backend_can_make_sandboxes() 
                 await executor.execute(ExecuteRequest(code="x"), "r")
             assert executor.readiness()["problem"] == backend.problem
             backend.problem = None
-            await executor.check_backend()
-            await _until(lambda: executor.pool.ready_count == 2)
+            await executor.engine.check_backend()
+            await _until(lambda: executor.engine.pool.ready_count == 2)
             answer = await executor.execute(ExecuteRequest(code="x", input="back"), "r")
             assert answer.stdout == "back" and executor.ready
         finally:
@@ -512,11 +512,11 @@ def test_reaper_removes_only_what_stays_unowned_twice() -> None:
         executor = _executor(backend)
         await executor.start()
         try:
-            await _until(lambda: executor.pool.ready_count == 2)
+            await _until(lambda: executor.engine.pool.ready_count == 2)
             orphan = await backend.create_warm(256)  # made by nobody this executor knows
-            assert await executor.reap() == 0  # seen once
-            assert await executor.reap() == 1 and orphan.id in backend.removed
-            assert executor.pool.ready_count == 2  # its own were spared
+            assert await executor.engine.reap() == 0  # seen once
+            assert await executor.engine.reap() == 1 and orphan.id in backend.removed
+            assert executor.engine.pool.ready_count == 2  # its own were spared
         finally:
             await executor.stop()
 
@@ -537,7 +537,7 @@ def test_start_removes_what_a_killed_process_of_the_instance_left() -> None:
         await executor.start()
         try:
             assert not left & set(await backend.list_owned())
-            await _until(lambda: executor.pool.ready_count == 2)
+            await _until(lambda: executor.engine.pool.ready_count == 2)
         finally:
             await executor.stop()
         return backend, left, metrics.ORPHANS_REMOVED._value.get() - before
@@ -582,20 +582,20 @@ def test_stop_waits_until_the_engine_lists_no_sandbox(
 ) -> None:
     """Nothing is left after stop even when removals are slow: the service waits until its
     backends list none, and names what is left when the engine never finishes."""
-    import exec_server.executor
+    import exec_server.engine
 
     async def scenario(listings: int) -> _SlowRemovals:
         backend = _SlowRemovals(listings)
         executor = _executor(backend)
         await executor.start()
-        await _until(lambda: executor.pool.ready_count == 2)
+        await _until(lambda: executor.engine.pool.ready_count == 2)
         await backend.create_warm(256)  # an orphan, and the two warm ones
         await executor.stop()
         return backend
 
     backend = asyncio.run(scenario(listings=3))
     assert backend.sandboxes == {} and backend.going == {} and len(backend.removed) == 3
-    monkeypatch.setattr(exec_server.executor, "STOP_REMOVAL_SECONDS", 0.3)
+    monkeypatch.setattr(exec_server.engine, "STOP_REMOVAL_SECONDS", 0.3)
     backend = asyncio.run(scenario(listings=10**6))
     assert backend.sandboxes == {} and len(backend.going) == 3
     assert "still listed after removal" in caplog.text

@@ -82,7 +82,7 @@ KNOWN_BUGS: dict[str, tuple[tuple[str, ...], str]] = {
 
 def process_isolation_available() -> bool:
     """True once the executor honours BOXED_ISOLATION=process (it landed during issue 6)."""
-    source = (REPO / "exec_server" / "executor.py").read_text()
+    source = (REPO / "exec_server" / "engine.py").read_text()
     return "isolation" in source and "process" in source.split("isolation", 1)[1]
 
 
@@ -256,7 +256,7 @@ def start_service(
     variant: Variant, engine: Engine, **env: str
 ) -> tuple[ServiceProcess, UidRange, Path]:
     if variant.isolation == "process" and not process_isolation_available():
-        pytest.skip("BOXED_ISOLATION=process is not implemented in exec_server/executor.py yet")
+        pytest.skip("BOXED_ISOLATION=process is not implemented in exec_server/engine.py yet")
     first = random.randrange(1_900_000_000, 2_000_000_000)
     uids = UidRange(first, first + 1023)  # this module's own: no other service's sandboxes
     tmpdir = Path(tempfile.mkdtemp(prefix="boxed-hostile-tmpdir-"))

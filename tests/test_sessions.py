@@ -15,10 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
-from exec_server.app import create_app
+from exec_server.app import Executor, create_app
 from exec_server.backends.base import Job, SessionSandbox
 from exec_server.backends.fake import FakeBackend, FakeSession, observed
-from exec_server.executor import Executor
 from exec_server.guest.protocol import KILLED_WALL
 from exec_server.settings import Settings
 
@@ -300,8 +299,8 @@ def test_the_reaper_keeps_session_sandboxes_and_the_stop_removes_them() -> None:
         loop_result: dict[str, int] = {}
 
         async def reap_twice() -> None:
-            loop_result["first"] = await executor.reap()
-            loop_result["second"] = await executor.reap()
+            loop_result["first"] = await executor.engine.reap()
+            loop_result["second"] = await executor.engine.reap()
 
         client.portal.call(reap_twice)  # type: ignore[union-attr]
         assert loop_result == {"first": 0, "second": 0}

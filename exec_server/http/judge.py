@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from .. import metrics
-from ..judge import judge
 from ..models import JudgeRequest, JudgeResponse
 from . import cached
 from .auth import GUARDED
@@ -26,7 +25,7 @@ async def judge_route(req: JudgeRequest, request: Request, response: Response) -
         "/judge",
         "judge",
         req,
-        lambda: judge(request.app.state.executor, req, rid),
+        lambda: request.app.state.executor.judge(req, rid),
         cached.judge_cacheable,
         request_id=rid,
     )

@@ -1,40 +1,57 @@
-"""Runs snippets: admission, a warm sandbox, the run, the verdict, the clean-up.
+"""The engine every use case runs on: the sandbox backends, their warm pools, admission and the
+backend's health, with the start, the stop and the background upkeep (health checks, the reaper).
 
-The HTTP layer only translates: ``RequestError`` -> 4xx, ``Overloaded`` -> 429,
-``ServiceUnavailable`` -> 503. Anything the code itself did is a normal ``ExecuteResponse``.
-The executor knows backends only through their interface (``backends.base``).
+The use cases (``execute``, ``judge``, ``sessions``) run on it and know backends only through
+their interface (``backends.base``). One that holds sandboxes beyond a request (sessions) is
+attached as a ``Keeper``: the reaper spares its sandboxes, its upkeep runs while the engine is
+started, it is closed at stop before the pools, and ``/readyz`` reports its state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from scorer.outcome import FailureCode
 
 from . import languages, metrics
-from .admission import Admission, Overloaded
-from .answers import compile_error_response, compile_info, to_response
+from .admission import Admission
 from .backends import SandboxBackend, create_backend
 from .backends.base import BackendHealth
 from .files import fetch_names, input_files
-from .limits import resolve_compile_limits, resolve_limits
-from .models import ExecuteRequest, ExecuteResponse
+from .limits import resolve_compile_limits
 from .pool import WarmPool
-from .request_errors import RequestError, ServiceUnavailable
-from .runs import CompileFailed, Runs
+from .request_errors import ServiceUnavailable
+from .runs import Runs
 from .settings import Isolation, Settings
 
-log = logging.getLogger("boxed.executor")
+log = logging.getLogger("boxed.executor")  # its name from before the split: log filters select it
 STOP_REMOVAL_SECONDS = 20.0  # at stop, the longest wait for the engine to remove sandboxes
 
-__all__ = ["Executor", "Overloaded", "RequestError", "ServiceUnavailable"]
+
+class Keeper(Protocol):
+    """A use case that keeps sandboxes of its own beyond one request (the session manager)."""
+
+    def sandbox_ids(self) -> set[str]:
+        """The sandboxes it holds: never orphans to reap."""
+        ...
+
+    async def run_upkeep(self) -> None:
+        """Its background upkeep, run from start until stop cancels it."""
+        ...
+
+    async def close_all(self) -> None:
+        """At stop: give back every sandbox it holds, before the pools stop."""
+        ...
+
+    def readiness(self) -> dict[str, Any]:
+        """Its part of ``/readyz``."""
+        ...
 
 
-class Executor:
+class Engine:
     """Owns the backends, their pools, admission and the background upkeep tasks.
 
     ``pool`` serves the server's isolation mode. A process-mode server also keeps a small
@@ -69,10 +86,7 @@ class Executor:
         }
         self.pool = self.pools[settings.isolation]
         self.health: BackendHealth = BackendHealth(up=False, problem="not checked yet")
-        from .sessions import SessionManager  # it builds on this module's limits and errors
-
-        # Sessions live on the primary backend, each in a sandbox of its own.
-        self.sessions = SessionManager(settings, self.backend, self.admission, lambda: self.health)
+        self.keepers: list[Keeper] = []
         self.running_ids: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._orphan_candidates: set[str] = set()
@@ -80,6 +94,10 @@ class Executor:
     @property
     def backend(self) -> SandboxBackend:
         return self.pool.backend
+
+    def attach(self, keeper: Keeper) -> None:
+        """Run ``keeper`` with the engine (before ``start``): see ``Keeper``."""
+        self.keepers.append(keeper)
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -107,14 +125,15 @@ class Executor:
                 self._every(self.settings.backend_check_interval, self.check_backend)
             ),
             asyncio.create_task(self._every(self.settings.reap_interval, self.reap)),
-            asyncio.create_task(self.sessions.run_expiry()),
+            *(asyncio.create_task(keeper.run_upkeep()) for keeper in self.keepers),
         ]
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.sessions.close_all()
+        for keeper in self.keepers:
+            await keeper.close_all()
         for pool in self.pools.values():
             await pool.stop()
         if self.health.up or (await self.backend.health()).up:
@@ -187,7 +206,8 @@ class Executor:
         removers: dict[str, SandboxBackend] = {}
         for pool in self.pools.values():
             listed = set(await pool.backend.list_owned())
-            owned = pool.ready_ids() | self.running_ids | self.sessions.sandbox_ids()
+            kept = set().union(*(keeper.sandbox_ids() for keeper in self.keepers))
+            owned = pool.ready_ids() | self.running_ids | kept
             for sandbox_id in listed - owned:
                 unowned.add(sandbox_id)
                 removers[sandbox_id] = pool.backend
@@ -211,7 +231,7 @@ class Executor:
             "isolation": self.settings.isolation,
             "running": self.admission.running,
             "queued": self.admission.waiting,
-            "sessions_open": self.sessions.open_count,
+            **{key: value for keeper in self.keepers for key, value in keeper.readiness().items()},
             "last_error": self.pool.last_error,
         }
 
@@ -253,35 +273,3 @@ class Executor:
             raise ServiceUnavailable(
                 self.health.problem or "sandbox backend unavailable", FailureCode.ENGINE_UNAVAILABLE
             )
-
-    async def execute(
-        self, req: ExecuteRequest, request_id: str, fetch_bytes: int | None = None
-    ) -> ExecuteResponse:
-        """Run ``req``; ``fetch_bytes``: what its files may fetch (a batch item's share)."""
-        limits = resolve_limits(req, self.settings)
-        runs = self.runs(
-            req.isolation,
-            req.language,
-            req.code,
-            req.compile_timeout,
-            req.files,
-            req.fetch_files,
-            fetch_bytes,
-        )
-        self.check_available()
-        started = time.monotonic()
-        async with self.admission.slot():
-            async with runs:
-                try:
-                    compiled = await runs.prepare()
-                    # a sandbox lost under the run compiles again in a fresh one: that may fail
-                    result = await runs.run(req.input, limits, more=False)
-                except CompileFailed as failed:
-                    return compile_error_response(failed.result, request_id)
-            metrics.QUEUE_SECONDS.observe(time.monotonic() - started - result.duration_ms / 1000)
-        metrics.observe_run(result)
-        metrics.TOTAL_SECONDS.observe(time.monotonic() - started)
-        response = to_response(result, request_id)
-        if compiled is not None:
-            response.compile = compile_info(compiled)
-        return response
