@@ -54,12 +54,8 @@ class Executor:
         self.settings = settings
         self.engine = Engine(settings, backends)
         self.admission = self.engine.admission
-        # Sessions live on the primary backend, each in a sandbox of its own.
-        engine = self.engine
-        self.sessions = SessionManager(
-            settings, engine.backend, engine.admission, lambda: engine.health
-        )
-        engine.attach(self.sessions)
+        self.sessions = SessionManager(self.engine)
+        self.engine.attach(self.sessions)
 
     @property
     def health(self) -> BackendHealth:

@@ -25,23 +25,21 @@ import logging
 import secrets
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from scorer.outcome import Failure, FailureCode
 
 from . import metrics
-from .admission import Admission, Overloaded, current_tenant
+from .admission import Overloaded, current_tenant
 from .answers import to_response
 from .backends.base import (
-    BackendHealth,
     Job,
-    SandboxBackend,
     SandboxError,
     SessionSandbox,
     SessionSpec,
 )
+from .engine import Engine
 from .limits import resolve_limits
 from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
 from .request_errors import RequestError, ServiceUnavailable
@@ -200,26 +198,25 @@ class SessionIds:
 
 
 class SessionManager:
-    """Every open session of the service, its limits and its expiry."""
+    """Every open session of the service, its limits and its expiry.
 
-    def __init__(
-        self,
-        settings: Settings,
-        backend: SandboxBackend,
-        admission: Admission,
-        health: Callable[[], BackendHealth],
-    ) -> None:
-        self.settings = settings
-        self.backend = backend
-        self.admission = admission
-        self.health = health
+    Sessions run on the engine: each in a sandbox of its own from the primary backend, each
+    call in a running slot of its admission, none made while its backend is down. The engine
+    keeps them (``Engine.attach``): spared by its reaper, expired by ``run_upkeep``, closed at
+    its stop."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.settings = engine.settings
+        self.backend = engine.backend
+        self.admission = engine.admission
         self._open: dict[str, _Session] = {}
         self._creating: Counter[str] = Counter()  # per tenant: sessions being made
         # id -> (why, whose failure, owner) of lost and expired sessions
         self._gone: OrderedDict[str, tuple[str, Failure | None, str]] = OrderedDict()
         self._removing: dict[str, SessionSandbox] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self.ids = SessionIds(settings.instance_label)
+        self.ids = SessionIds(engine.settings.instance_label)
 
     # -- bookkeeping ---------------------------------------------------------------------
     @property
@@ -295,7 +292,7 @@ class SessionManager:
         held = self._creating[tenant] + sum(s.tenant == tenant for s in self._open.values())
         if held >= self.settings.sessions_per_tenant:
             raise Overloaded(f"this tenant holds {held} sessions: its quota")
-        health = self.health()
+        health = self.engine.health
         if not health.ok:
             raise ServiceUnavailable(
                 health.problem or "sandbox backend unavailable", FailureCode.ENGINE_UNAVAILABLE
