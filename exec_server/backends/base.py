@@ -7,7 +7,7 @@ sandbox, ready for a snippet: it runs one job at a time and reports what it obse
 verdict is decided apart, by ``exec_server.verdict.decide``), says whether it may serve again,
 proves itself clean before it does (``settle``) and is discarded when it may not.
 
-Like httpx's transports: the pool, the executor and admission speak only this interface;
+Like httpx's transports: the pool, the engine and the use cases speak only this interface;
 ``docker.py`` implements it on a Docker engine, ``fake.py`` in memory for unit tests.
 """
 

@@ -1,4 +1,4 @@
-"""An in-memory backend for unit tests of the pool, the executor, admission and the routes.
+"""An in-memory backend for unit tests of the pool, the engine, admission and the routes.
 
 It runs no code: each run answers what its ``behaviour`` returns for the job (by default the
 input echoed on stdout, exit 0). It keeps the books a leak test needs: every sandbox made,

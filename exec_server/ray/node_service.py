@@ -3,7 +3,7 @@
 The actor runs ``python -m exec_server`` as its child (:mod:`exec_server.ray.child`) on a fixed
 host and port, under a fixed instance label, and starts it again whenever it exits: a crashed
 service comes back on the same URL, and its successor reaps the sandboxes it left (the
-executor removes every container of its instance label at start). The child dies with the
+engine removes every container of its instance label at start). The child dies with the
 actor, so neither a service nor a container outlives it.
 
 This module does not import Ray: Ray makes the class an actor (:mod:`exec_server.ray`).
