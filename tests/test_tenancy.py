@@ -316,8 +316,8 @@ def test_the_work_quota_is_429_overloaded_over_http_and_another_tenant_runs() ->
 
 
 def test_the_executor_gives_admission_the_work_quota() -> None:
+    from exec_server.app import Executor
     from exec_server.backends.fake import FakeBackend, observed
-    from exec_server.executor import Executor
 
     s = Settings(
         instance="fake", isolation="container", max_concurrency=2, max_queue=6, max_batch_items=4
