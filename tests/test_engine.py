@@ -365,7 +365,6 @@ def test_a_compile_that_fails_again_in_a_fresh_sandbox_is_the_codes_compile_erro
 ) -> None:
     """It once escaped as a 500: the error passed through a context manager, which could not
     set the traceback of a frozen dataclass."""
-    from exec_server.judge import judge
     from exec_server.models import JudgeRequest
 
     _compiles_then_loses_its_sandbox_then_fails_to_compile.steps = []  # type: ignore[attr-defined]
@@ -377,7 +376,7 @@ def test_a_compile_that_fails_again_in_a_fresh_sandbox_is_the_codes_compile_erro
             if route == "execute":
                 return await executor.execute(ExecuteRequest(code="x", language="cpp"), "r")
             req = JudgeRequest(code="x", language="cpp", tests=[{"expected_output": ""}])
-            return await judge(executor, req, "r")
+            return await executor.judge(req, "r")
         finally:
             await executor.stop()
 
