@@ -18,11 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from exec_server.app import create_app
+from exec_server.app import Executor, create_app
 from exec_server.backends.base import Job
 from exec_server.backends.fake import FakeBackend, observed
-from exec_server.executor import Executor
-from exec_server.judge import judge
 from exec_server.models import JudgeRequest
 from exec_server.output_compare import values_agree
 from exec_server.settings import Settings
@@ -116,7 +114,7 @@ def _judge(payload: str, expected: Any = 1) -> Any:
             req = JudgeRequest(
                 code="def f(): pass", fn_name="f", tests=[{"args": [], "expected": expected}]
             )
-            return await judge(executor, req, "r")
+            return await executor.judge(req, "r")
         finally:
             await executor.stop()
 
