@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 import resource
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from .http_limits import error_body, send_refusal
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ _HEAD_END = b"\r\n\r\n"
 def _error_body(status: int, detail: str) -> bytes:
     """A raw HTTP answer in the service's one error shape, closing the connection."""
     reason = {421: "Misdirected Request", 431: "Request Header Fields Too Large"}[status]
-    body = json.dumps({"detail": detail, "errors": [], "outcome": None, "failure": None}).encode()
+    body = error_body(detail)
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
@@ -189,20 +189,7 @@ class HostAllowList:
 
     async def _refuse(self, send: Send) -> None:
         names = ", ".join(sorted(self.allowed))
-        raw = _error_body(421, f"unknown Host: this service answers only to {names}")
-        head, body = raw.split(b"\r\n\r\n", 1)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 421,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_refusal(send, 421, f"unknown Host: this service answers only to {names}")
 
 
 def _host_name(host: bytes) -> str:

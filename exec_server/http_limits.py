@@ -48,23 +48,28 @@ class BodySizeLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "detail": f"request body exceeds the maximum of {self.max_bytes} bytes",
-                "errors": [],
-                "outcome": None,
-                "failure": None,
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        detail = f"request body exceeds the maximum of {self.max_bytes} bytes"
+        await send_refusal(send, 413, detail)
+
+
+def error_body(detail: str) -> bytes:
+    """The service's one error shape for an answer sent before any route (a caller's
+    mistake: no outcome, no failure)."""
+    return json.dumps({"detail": detail, "errors": [], "outcome": None, "failure": None}).encode()
+
+
+async def send_refusal(send: Send, status: int, detail: str) -> None:
+    """Answer ``status`` with ``detail`` from ASGI middleware and close the connection."""
+    body = error_body(detail)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
