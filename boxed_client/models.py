@@ -23,6 +23,12 @@ Isolation = Literal["container", "process"]
 pooled container (docs/process-mode.md)."""
 
 
+IMAGE_DOC = (
+    "The name of one of the server's images (GET /images); unset: 'default'. A name the "
+    "server does not list is a 422."
+)
+
+
 class ExecuteRequest(BaseModel):
     """One snippet to run. Limits left unset take the server defaults; larger values are
     refused with 422 naming the server maximum."""
@@ -45,6 +51,7 @@ class ExecuteRequest(BaseModel):
     isolation: Isolation | None = Field(
         default=None, description="Ask for 'container' (stricter) when the server runs 'process'."
     )
+    image: str | None = Field(default=None, max_length=63, description=IMAGE_DOC)
     cache: bool = Field(
         default=False, description="Answer a stored result of the same request (docs/judging.md)."
     )
@@ -172,6 +179,9 @@ class SessionCreateRequest(BaseModel):
     max_lifetime: float | None = Field(
         default=None, gt=0, description="The session expires this many seconds after creation."
     )
+    image: str | None = Field(
+        default=None, max_length=63, description=IMAGE_DOC + " Fixed for the session's life."
+    )
 
 
 class SessionInfo(BaseModel):
@@ -179,6 +189,7 @@ class SessionInfo(BaseModel):
 
     session_id: str
     state: Literal["idle", "busy"] = Field(description="'busy' while a call runs.")
+    image: str = Field(default="default", description="The name of the session's image.")
     memory_mb: int
     timeout: float = Field(description="Default wall-clock limit of each call.")
     cpu_timeout: float | None = Field(description="Default CPU-time limit of each call.")
@@ -336,6 +347,7 @@ class JudgeRequest(BaseModel):
         default_factory=list, description="Files returned after each test's run."
     )
     isolation: Isolation | None = None
+    image: str | None = Field(default=None, max_length=63, description=IMAGE_DOC)
     cache: bool = Field(default=False, description="Answer a stored result of the same request.")
 
     @field_validator("fn_name", "entry_point")

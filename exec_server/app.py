@@ -19,7 +19,7 @@ from .backends.base import BackendHealth
 from .engine import Engine
 from .execute import execute as execute_snippet
 from .grading_pool import WorkerPool
-from .http import docs, errors, execute, judge, probes, scoring, sessions, tools
+from .http import docs, errors, execute, images, judge, probes, scoring, sessions, tools
 from .http.instance import InstanceHeader
 from .http_limits import BodySizeLimit
 from .judge import judge as judge_submission
@@ -125,6 +125,6 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     # outermost: the body-size 413 and every error answer name the instance too
     app.add_middleware(InstanceHeader, instance=settings.instance_label)
     errors.install(app)
-    for module in (execute, judge, sessions, scoring, tools, probes, docs):
+    for module in (execute, judge, sessions, images, scoring, tools, probes, docs):
         app.include_router(module.router)
     return app

@@ -18,9 +18,11 @@ from scorer.outcome import FailureCode
 
 from . import languages, metrics
 from .admission import Admission
-from .backends import SandboxBackend, create_backend
+from .backends import SandboxBackend, SandboxError, create_backend
 from .backends.base import BackendHealth
 from .files import fetch_names, input_files
+from .image_scan import ScanCache
+from .images import DEFAULT, ImageSet, OperatorImage
 from .limits import resolve_compile_limits
 from .pool import WarmPool
 from .request_errors import ServiceUnavailable
@@ -57,6 +59,10 @@ class Engine:
     ``pool`` serves the server's isolation mode. A process-mode server also keeps a small
     container-mode pool for requests that ask for ``isolation: "container"``; a container-mode
     server answers every request in container mode, the stricter one.
+
+    Each operator image (``images``) has backends and pools of its own, made the same way from
+    its settings (``image_pools``; the default image's are ``pools``), sized by its
+    ``pool_size`` (0: cold, a sandbox made per request; the strict pool: always cold).
     """
 
     def __init__(
@@ -85,11 +91,48 @@ class Engine:
             for mode, size in wanted.items()
         }
         self.pool = self.pools[settings.isolation]
+        self.images = ImageSet(settings)
+        self.scans = ScanCache(settings.image_scan_dir)
+        self.image_pools: dict[str, dict[Isolation, WarmPool]] = {DEFAULT: self.pools}
+        for image in self.images:
+            if image.name != DEFAULT:
+                self.image_pools[image.name] = self._pools_of(image, wanted)
         self.health: BackendHealth = BackendHealth(up=False, problem="not checked yet")
         self.keepers: list[Keeper] = []
         self.running_ids: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._orphan_candidates: set[str] = set()
+
+    def _pools_of(
+        self, image: OperatorImage, modes: Mapping[Isolation, int]
+    ) -> dict[Isolation, WarmPool]:
+        """An operator image's pools: one per isolation mode, on backends made as the default
+        image's are (the same code, the same hardening), from the image's settings."""
+        s = image.settings
+        names = {"process": s.process_backend, "container": s.container_backend}
+        sizes = {mode: image.spec.pool_size if mode == s.isolation else 0 for mode in modes}
+        return {
+            mode: WarmPool(
+                create_backend(names[mode], s),
+                size,
+                s.memory_mb_default,
+                max_parallel_warmups=s.warmup_parallelism,
+                label=f"{names[mode]}:{image.name}",
+            )
+            for mode, size in sizes.items()
+        }
+
+    def all_pools(self) -> list[WarmPool]:
+        """Every pool of every image."""
+        return [pool for pools in self.image_pools.values() for pool in pools.values()]
+
+    def image(self, name: str | None) -> OperatorImage:
+        """The allow-listed image ``name`` (None: the default); 422 for another name."""
+        return self.images.named(name)
+
+    def backend_for(self, image: OperatorImage) -> SandboxBackend:
+        """The backend of ``image`` in the server's isolation mode (sessions are made there)."""
+        return self.image_pools[image.name][self.settings.isolation].backend
 
     @property
     def backend(self) -> SandboxBackend:
@@ -116,9 +159,12 @@ class Engine:
             "on" if s.api_key else "off",
         )
         await self.check_backend()
+        refused = [i.problem for i in self.images if i.refused and i.problem]
+        if refused:  # the operator's mistake: stop here, not answer 503 for ever
+            raise RuntimeError("; ".join(refused))
         if self.health.up:  # what a killed process of this instance left is removed first
             await self.remove_everything(count_as_orphans=True)
-        for pool in self.pools.values():
+        for pool in self.all_pools():
             pool.start()
         self._tasks = [
             asyncio.create_task(
@@ -134,11 +180,11 @@ class Engine:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for keeper in self.keepers:
             await keeper.close_all()
-        for pool in self.pools.values():
+        for pool in self.all_pools():
             await pool.stop()
         if self.health.up or (await self.backend.health()).up:
             await self.remove_everything()
-        for pool in self.pools.values():
+        for pool in self.all_pools():
             await pool.backend.close()
 
     async def remove_everything(
@@ -150,12 +196,12 @@ class Engine:
         and returned. At start, each one removed counts as an orphan reaped."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (STOP_REMOVAL_SECONDS if seconds is None else seconds)
-        backends = {id(pool.backend): pool.backend for pool in self.pools.values()}.values()
+        backends = {id(pool.backend): pool.backend for pool in self.all_pools()}.values()
         seen: set[str] = set()
         while True:
             left = []
-            for backend in backends:
-                listed = await backend.list_owned()
+            for backend in backends:  # the backends of two images list each other's sandboxes
+                listed = [i for i in await backend.list_owned() if i not in left]
                 await asyncio.gather(*(backend.remove(sandbox_id) for sandbox_id in listed))
                 left += listed
             seen.update(left)
@@ -192,22 +238,55 @@ class Engine:
                 log.error("sandboxes unavailable: %s", self.health.problem)
             else:
                 log.info("backend %s ready", self.backend.name)
-        for pool in self.pools.values():
-            if self.health.up:
-                pool.purge_dead()
-            pool.paused = not self.health.ok
-            if not pool.paused:
-                pool.wake()
-            metrics.BACKEND_UP.labels(pool.backend.name).set(1 if self.health.up else 0)
+        if self.health.up:
+            await self.check_images()
+        for name, pools in self.image_pools.items():
+            serving = self.images.by_name[name].serving
+            for pool in pools.values():
+                if self.health.up:
+                    pool.purge_dead()
+                pool.paused = not (self.health.ok and serving)
+                if not pool.paused:
+                    pool.wake()
+                metrics.BACKEND_UP.labels(pool.backend.name).set(1 if self.health.up else 0)
+
+    async def check_images(self) -> None:
+        """Check each image whose tag names another id than the one checked (at the start:
+        every image): scanned (``image_scan``, cached by id), refused or taken; a taken one's
+        backends make their containers from that id. A backend that cannot examine images
+        (pods: their images are the cluster's) serves only the default image, unexamined."""
+        for image in self.images:
+            backends = [pool.backend for pool in self.image_pools[image.name].values()]
+            examine = getattr(backends[0], "examine_image", None)
+            if examine is None:
+                if image.name == DEFAULT:
+                    image.problem = None
+                else:  # a configuration this backend cannot honour: the start stops
+                    image.problem = f"backend {backends[0].name} cannot serve operator images"
+                    image.refused["backend"] = image.problem
+                continue
+            known = image.report.image_id if image.report else None
+            if image.name == DEFAULT and known == self.health.details.get("image_id"):
+                continue  # its tag still names the checked id (the health check read it)
+            try:
+                report = await examine(self.scans)
+            except SandboxError as exc:
+                if image.report is None:
+                    image.problem = str(exc)
+                continue
+            if self.images.accept(image, report):
+                for backend in backends:
+                    backend.pinned_image = report.image_id  # type: ignore[attr-defined]
 
     async def reap(self) -> int:
         """Remove this instance's sandboxes that nobody owns on two scans in a row."""
         unowned: set[str] = set()
         removers: dict[str, SandboxBackend] = {}
-        for pool in self.pools.values():
+        kept = set().union(*(keeper.sandbox_ids() for keeper in self.keepers))
+        # the backends of two images list each other's sandboxes: owned by any pool counts
+        owned = self.running_ids | kept | set().union(*(p.ready_ids() for p in self.all_pools()))
+        for pool in self.all_pools():
             listed = set(await pool.backend.list_owned())
-            kept = set().union(*(keeper.sandbox_ids() for keeper in self.keepers))
-            owned = pool.ready_ids() | self.running_ids | kept
             for sandbox_id in listed - owned:
                 unowned.add(sandbox_id)
                 removers[sandbox_id] = pool.backend
@@ -249,17 +328,20 @@ class Engine:
         files: dict[str, str] | None = None,
         fetch_files: list[str] | None = None,
         fetch_bytes: int | None = None,
+        image: OperatorImage | None = None,
     ) -> Runs:
-        """The runs of one request (``async with``), on the pool of its isolation mode; the
-        request's files checked (4xx) before anything runs; ``fetch_bytes``: what each run may
-        fetch (default: BOXED_MAX_FETCH_BYTES)."""
+        """The runs of one request (``async with``), on the pool of its image (None: the
+        default) and isolation mode; the request's files checked (4xx) before anything runs;
+        ``fetch_bytes``: what each run may fetch (default: BOXED_MAX_FETCH_BYTES)."""
         lang = languages.get(language)
+        image = image or self.images.by_name[DEFAULT]
+        pools = self.image_pools[image.name]
         return Runs(
-            self.pools.get(isolation or self.settings.isolation, self.pool),
+            pools.get(isolation or self.settings.isolation, pools[self.settings.isolation]),
             self.running_ids,
             language=lang,
             code=code,
-            compile_limits=resolve_compile_limits(compile_timeout, self.settings)
+            compile_limits=resolve_compile_limits(compile_timeout, image.settings)
             if lang.compiled
             else None,
             sandbox_wait=self.settings.sandbox_wait,
@@ -268,8 +350,11 @@ class Engine:
             fetch_bytes=self.settings.max_fetch_bytes if fetch_bytes is None else fetch_bytes,
         )
 
-    def check_available(self) -> None:
+    def check_available(self, image: OperatorImage | None = None) -> None:
         if not self.health.ok:
             raise ServiceUnavailable(
                 self.health.problem or "sandbox backend unavailable", FailureCode.ENGINE_UNAVAILABLE
             )
+        image = image or self.images.by_name[DEFAULT]
+        if image.problem is not None:
+            raise ServiceUnavailable(image.problem)

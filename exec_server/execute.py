@@ -22,7 +22,8 @@ async def execute(
 ) -> ExecuteResponse:
     """Run ``req`` on ``engine``: admission, a warm sandbox, the run, the verdict, the clean-up;
     ``fetch_bytes``: what its files may fetch (a batch item's share)."""
-    limits = resolve_limits(req, engine.settings)
+    image = engine.image(req.image)
+    limits = resolve_limits(req, image.settings)
     runs = engine.runs(
         req.isolation,
         req.language,
@@ -31,8 +32,9 @@ async def execute(
         req.files,
         req.fetch_files,
         fetch_bytes,
+        image,
     )
-    engine.check_available()
+    engine.check_available(image)
     started = time.monotonic()
     async with engine.admission.slot():
         async with runs:

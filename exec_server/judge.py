@@ -377,7 +377,8 @@ async def _run_tests(
 async def judge(engine: Engine, req: JudgeRequest, request_id: str) -> JudgeResponse:
     """Run ``req``'s tests; the answer has the verdict, the counts and every test run."""
     marker = f"\x1eboxed-{secrets.token_hex(12)}:"  # per request: the code cannot guess it
-    kind, cases = plan(req, engine.settings, marker)
+    image = engine.image(req.image)
+    kind, cases = plan(req, image.settings, marker)
     runs = engine.runs(
         req.isolation,
         req.language,
@@ -386,8 +387,9 @@ async def judge(engine: Engine, req: JudgeRequest, request_id: str) -> JudgeResp
         req.files,
         req.fetch_files,
         fetch_bytes=fetch_share(len(cases), engine.settings),
+        image=image,
     )
-    engine.check_available()
+    engine.check_available(image)
     started = time.monotonic()
     async with engine.admission.slot(), runs:
         try:

@@ -127,6 +127,7 @@ class RunCodeRequest(BaseModel):
     files: dict[str, Any] = Field(default_factory=dict, description="name -> base64 content.")
     fetch_files: list[str] = Field(default_factory=list, description="Files to return after.")
     cache: bool = Field(default=False, description="boxed's own: answer a stored result.")
+    image: str | None = Field(default=None, max_length=63, description=wire.IMAGE_DOC)
 
 
 class RunResult(BaseModel):
@@ -164,6 +165,37 @@ class LanguagesResponse(BaseModel):
     languages: list[LanguageInfo]
 
 
+class ImageLimits(BaseModel):
+    memory_mb_max: int
+    timeout_max: float
+
+
+class ImageInfo(BaseModel):
+    """One image of ``GET /images``."""
+
+    name: str = Field(description="What a request gives as `image`.")
+    default: bool = Field(description="The image of requests that name none.")
+    reference: str = Field(description="The image the operator listed (tag or id).")
+    image_id: str | None = Field(description="The id its sandboxes are made from (checked).")
+    available: bool = Field(description="It serves sandboxes now.")
+    problem: str | None = Field(description="Why it does not (not checked yet, refused...).")
+    versions: dict[str, Any] = Field(
+        description="Python and package versions its labels record (null: not recorded)."
+    )
+    adds: dict[str, Any] | None = Field(
+        description="What a derived image adds to its base (apt, pip, files), from its label."
+    )
+    limits: ImageLimits
+    pool_size: int = Field(description="Warm sandboxes kept for it (0: made when asked for).")
+    setuid_files: int | None = Field(
+        description="Set-uid/set-gid files found by its check, inert under no-new-privileges."
+    )
+
+
+class ImagesResponse(BaseModel):
+    images: list[ImageInfo]
+
+
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
@@ -189,6 +221,9 @@ __all__ = [
     "ExecuteResponse",
     "FieldError",
     "Health",
+    "ImageInfo",
+    "ImageLimits",
+    "ImagesResponse",
     "ItemError",
     "JudgeRequest",
     "JudgeResponse",

@@ -27,7 +27,10 @@ class WarmPool:
         size: int,
         memory_mb: int,
         max_parallel_warmups: int = 2,
+        label: str | None = None,
     ) -> None:
+        """``label``: the pool's name in metrics and logs (default: its backend's; an operator
+        image's pools add the image's name)."""
         self.backend = backend
         self.size = size
         self.memory_mb = memory_mb
@@ -43,7 +46,8 @@ class WarmPool:
         self._settling: dict[str, Sandbox] = {}
         self._lent = 0
         self.background: set[asyncio.Future[object]] = set()  # warm-ups, settles, removals
-        self._ready_gauge = metrics.POOL_READY.labels(backend.name)
+        self.label = label or backend.name
+        self._ready_gauge = metrics.POOL_READY.labels(self.label)
         # Set while the backend says it cannot make sandboxes (engine down, image missing):
         # no warm-up is tried, so a missing image is not retried five times a second.
         self.paused = False
@@ -67,7 +71,7 @@ class WarmPool:
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
-        self._task = asyncio.create_task(self._refill_loop(), name=f"pool-{self.backend.name}")
+        self._task = asyncio.create_task(self._refill_loop(), name=f"pool-{self.label}")
 
     async def stop(self) -> None:
         self._stopping = True

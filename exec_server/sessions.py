@@ -112,6 +112,7 @@ class _Session:
     last_used: float  # monotonic
     tenant: str
     owner: str  # the scope of the caller that made it
+    image: str = "default"  # the name of its operator image (exec_server.images)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     calls: int = 0
 
@@ -135,6 +136,7 @@ class _Session:
         return SessionInfo(
             session_id=self.id,
             state="busy" if self.lock.locked() else "idle",
+            image=self.image,
             memory_mb=lim.memory_mb,
             timeout=lim.timeout,
             cpu_timeout=lim.cpu_timeout,
@@ -167,6 +169,7 @@ def refuse_one_shot_fields(req: ExecuteRequest) -> None:
             ("cache", req.cache),
             ("compile_timeout", req.compile_timeout is not None),
             ("isolation", req.isolation is not None),
+            ("image", req.image is not None),
         )
         if given
     ]
@@ -285,18 +288,15 @@ class SessionManager:
     # -- the API -------------------------------------------------------------------------
     async def create(self, req: SessionCreateRequest, owner: str) -> SessionInfo:
         """A new session of ``owner`` (a caller's scope), counted in its tenant's quota."""
-        limits = resolve_session_limits(req, self.settings)
+        image = self.engine.image(req.image)
+        limits = resolve_session_limits(req, image.settings)
         if len(self._open) + self._creating.total() >= self.settings.max_sessions:
             raise Overloaded(f"{self.settings.max_sessions} sessions open: the maximum")
         tenant = current_tenant.get()
         held = self._creating[tenant] + sum(s.tenant == tenant for s in self._open.values())
         if held >= self.settings.sessions_per_tenant:
             raise Overloaded(f"this tenant holds {held} sessions: its quota")
-        health = self.engine.health
-        if not health.ok:
-            raise ServiceUnavailable(
-                health.problem or "sandbox backend unavailable", FailureCode.ENGINE_UNAVAILABLE
-            )
+        self.engine.check_available(image)
         cpus = self.settings.cpus
         # The id is made first, so the sandbox carries it (a container label) from the start.
         session_id = self.ids.new()
@@ -307,13 +307,15 @@ class SessionManager:
         )
         self._creating[tenant] += 1
         try:
-            sandbox = await self.backend.create_session(spec)
+            sandbox = await self.engine.backend_for(image).create_session(spec)
         except SandboxError as exc:
             raise ServiceUnavailable(f"cannot start a session: {exc}") from exc
         finally:
             self._creating[tenant] -= 1
         now = time.monotonic()
-        session = _Session(session_id, sandbox, limits, now, time.time(), now, tenant, owner)
+        session = _Session(
+            session_id, sandbox, limits, now, time.time(), now, tenant, owner, image.name
+        )
         self._open[session.id] = session
         metrics.SESSIONS_CREATED.inc()
         self._count()

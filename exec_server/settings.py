@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -226,6 +227,23 @@ class Settings(BaseSettings):
         default="boxed-sandbox:latest",
         description="Image of every sandbox (python -m tools.build_image builds it).",
     )
+    images: dict[str, str | dict[str, Any]] | None = Field(
+        default=None,
+        description='Operator images a request may name ("image": NAME), a JSON object name '
+        '-> image reference, or name -> {"image": ref, "memory_mb_max", "timeout_max", '
+        "\"pool_size\" (0-8, default 0: made when asked for)}; 'default' is always "
+        "BOXED_SANDBOX_IMAGE. Each is scanned at start and refused if it carries device nodes "
+        "outside /dev (docs/sandbox-image.md#operator-images). Docker backends only.",
+    )
+    images_file: str | None = Field(
+        default=None, description="File holding more BOXED_IMAGES entries (a JSON object)."
+    )
+    image_scan_dir: str | None = Field(
+        default="/run/boxed/images",
+        description="Directory keeping image scans by image id across restarts (a scan of "
+        "the default image takes seconds); used only when the service's user owns it and "
+        "nobody else may write to it. Unset: kept in memory only.",
+    )
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. 'runsc' (gVisor).")
     supervisor_socket: bool = Field(
         default=True,
@@ -392,6 +410,9 @@ class Settings(BaseSettings):
         "tenant_keys",
         "tenant_keys_file",
         "sandbox_user",
+        "images",
+        "images_file",
+        "image_scan_dir",
         mode="before",
     )
     @classmethod

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import json
 import logging
 import socket
 import struct
+import tarfile
 import threading
 import time
 import uuid
@@ -36,6 +38,7 @@ import docker
 from ..guest import bootstrap_source, packed_sources
 from ..guest.protocol import pop_frames
 from ..image_labels import sandbox_versions
+from ..image_scan import ChunkReader, ImageReport, ScanCache, scan_tar
 from ..settings import Settings
 from .base import BackendHealth, SandboxError, SessionSpec
 from .host_uids import UID_LABEL, Lease, sandbox_uids
@@ -270,6 +273,9 @@ class DockerBackend:
         self._leases: dict[str, Lease] = {}
         self._labelled: tuple[float, frozenset[str]] = (-UID_LIST_TTL, frozenset())
         self._labelled_lock = threading.Lock()
+        # The image id the service checked (``exec_server.images``): containers are made
+        # from it, not from the tag, which may have moved to an image not checked yet.
+        self.pinned_image: str | None = None
         self.labels = {
             SERVICE_LABEL: "boxed",
             INSTANCE_LABEL: settings.instance_label,
@@ -401,7 +407,7 @@ class DockerBackend:
         lease = self.lease_uid()
         try:
             container_id = self.api.create_container(
-                self.settings.sandbox_image,
+                self.pinned_image or self.settings.sandbox_image,
                 command=self.command(lease, session, direct),
                 user="0:0",  # the supervisor; only root can hold capabilities (no ambient caps)
                 environment=SANDBOX_ENV,
@@ -590,6 +596,40 @@ class DockerBackend:
 
     async def health(self) -> BackendHealth:
         return await self._call(self._health)
+
+    def _examine_image(self, cache: ScanCache) -> ImageReport:
+        image = self.settings.sandbox_image
+        try:
+            inspected = self.api.inspect_image(image)
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot inspect image {image}: {exc}") from exc
+        image_id = inspected["Id"]
+        labels = inspected.get("Config", {}).get("Labels") or {}
+        scan = cache.get(image_id)
+        if scan is not None:
+            return ImageReport(image, image_id, labels, scan)
+        started = time.monotonic()
+        # Created from the id just inspected (a tag moved meanwhile is not what was scanned),
+        # never started; labelled as the backend's, so the reaper removes one a crash left.
+        try:
+            container = self.api.create_container(
+                image_id, command=["/nonexistent"], labels=self.labels, network_disabled=True
+            )["Id"]
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot scan image {image}: {exc}") from exc
+        try:
+            scan = scan_tar(io.BufferedReader(ChunkReader(self.api.export(container, 1 << 20))))
+        except (*ENGINE_ERRORS, tarfile.TarError) as exc:
+            raise SandboxError(f"cannot scan image {image}: {exc}") from exc
+        finally:
+            self._remove_now(container)
+        cache.put(image_id, scan)
+        return ImageReport(image, image_id, labels, scan, time.monotonic() - started)
+
+    async def examine_image(self, cache: ScanCache) -> ImageReport:
+        """The sandbox image's id, labels and filesystem scan (``image_scan``), the scan from
+        ``cache`` when it holds one for that id."""
+        return await self._call(self._examine_image, cache)
 
     async def close(self) -> None:
         with self._client_lock:

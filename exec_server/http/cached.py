@@ -15,9 +15,15 @@ from .auth import caller_of
 M = TypeVar("M", bound=BaseModel)
 
 
-def image_id(request: Request) -> str | None:
-    """The sandbox image the answers come from (its id, else its tag): part of every key."""
+def image_id(request: Request, body: BaseModel | None = None) -> str | None:
+    """The sandbox image the answers come from (its id, else its tag): part of every key. An
+    operator image the body names (``image``) gives the id it was checked as."""
     executor = request.app.state.executor
+    name = getattr(body, "image", None)
+    engine = getattr(executor, "engine", None)
+    if name is not None and engine is not None:
+        image = engine.image(name)  # 422 for a name off the list, before any lookup
+        return image.report.image_id if image.report else image.spec.image
     health = getattr(executor, "health", None)
     details = getattr(health, "details", None) or {}
     return details.get("image_id") or request.app.state.settings.sandbox_image
@@ -54,7 +60,7 @@ async def answer(
     wanted = bool(getattr(body, "cache", False)) and settings.result_cache
     # the key of the body, needed only to look an answer up or keep it (hashing the whole
     # body is a good part of a request's cost otherwise)
-    key = fingerprint(kind, body, image_id(request)) if wanted or rid is not None else ""
+    key = fingerprint(kind, body, image_id(request, body)) if wanted or rid is not None else ""
     found, how = await store.answer(
         route,
         work,

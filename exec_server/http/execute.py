@@ -152,6 +152,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
             "cache": req.cache,
             "files": req.files,
             "fetch_files": req.fetch_files,
+            "image": req.image,
         },
     )
     rid = request_id(request)
