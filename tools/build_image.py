@@ -264,6 +264,8 @@ EXAMPLES = """examples:
   python -m tools.build_image --offline --if-stale   # only when missing or out of date
   python -m tools.build_image --offline --server     # the service image too, for compose
   python -m tools.build_image --offline --base-tag my-base:bookworm --tag my-sandbox:dev
+  python -m tools.build_image --derive geo --pip shapely==2.0.6 --apt libgeos-c1v5
+      # an operator image boxed-derived:geo on the sandbox image; list it in BOXED_IMAGES
 
 docs/sandbox-image.md has the details (what is in the image, adding a package)."""
 
@@ -300,6 +302,37 @@ def main(argv: list[str] | None = None) -> int:
         help="the sandbox image's tag (default: BOXED_SANDBOX_IMAGE, boxed-sandbox:latest)",
     )
     parser.add_argument("--server", action="store_true", help=f"also build {SERVER_IMAGE}")
+    derive = parser.add_argument_group(
+        "operator images", "--derive NAME builds one on the sandbox image (tools/derive_image.py)"
+    )
+    derive.add_argument(
+        "--derive",
+        metavar="NAME",
+        help="build the operator image NAME (tag: --tag, default boxed-derived:NAME)",
+    )
+    derive.add_argument(
+        "--from",
+        dest="derive_from",
+        default=None,
+        help="--derive: the image to start from (default: BOXED_SANDBOX_IMAGE)",
+    )
+    derive.add_argument(
+        "--pip",
+        action="append",
+        default=[],
+        metavar="PKG",
+        help="--derive: a wheel file, or a requirement downloaded here with its dependencies",
+    )
+    derive.add_argument(
+        "--apt", action="append", default=[], metavar="PKG", help="--derive: a Debian package"
+    )
+    derive.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="SRC:DEST",
+        help="--derive: copy the file SRC to the absolute path DEST (mode kept)",
+    )
     parser.add_argument(
         "--if-stale",
         action="store_true",
@@ -313,6 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from exec_server.settings import Settings
 
+    if args.derive:
+        from tools.derive_image import Derivation, derive
+
+        files = [(Path(src), dest) for src, _, dest in (f.rpartition(":") for f in args.file)]
+        base = args.derive_from or Settings().sandbox_image
+        derivation = Derivation(args.derive, base, args.pip, args.apt, files)
+        print(f"built {derive(derivation, args.tag)}")
+        return 0
     tag = args.tag or Settings().sandbox_image
     base_options = {"offline": args.offline, "base": args.base}
     if args.if_stale and sandbox_is_current(tag):
