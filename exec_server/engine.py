@@ -266,7 +266,7 @@ class Engine:
                     image.refused["backend"] = image.problem
                 continue
             known = image.report.image_id if image.report else None
-            if image.name == DEFAULT and known == self.health.details.get("image_id"):
+            if image.name == DEFAULT and known and known == self.health.details.get("image_id"):
                 continue  # its tag still names the checked id (the health check read it)
             try:
                 report = await examine(self.scans)

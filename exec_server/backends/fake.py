@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
+from ..image_scan import ImageReport, ImageScan, ScanCache
 from ..verdict import Observation, SnippetResult, Status
 from .base import BackendHealth, Job, SandboxError, SessionSpec
 
@@ -149,6 +150,9 @@ class FakeBackend:
         self.removed: list[str] = []
         self.jobs: list[Job] = []
         self.batches: list[int] = []  # the size of each batch a sandbox was sent
+        # what examine_image finds (operator images): its image's id and filesystem
+        self.image_id = f"sha256:{name}"
+        self.image_scan = ImageScan(entries=1)
         self._ids = itertools.count(1)
 
     async def create_warm(self, memory_mb: int) -> FakeSandbox:
@@ -174,6 +178,10 @@ class FakeBackend:
 
     async def list_owned(self) -> list[str]:
         return list(self.sandboxes)
+
+    async def examine_image(self, cache: ScanCache) -> ImageReport:
+        """Its image as ``image_scan`` says it is (``cache`` unused: nothing to scan)."""
+        return ImageReport(f"fake:{self.name}", self.image_id, {}, self.image_scan)
 
     async def remove(self, sandbox_id: str) -> bool:
         sandbox = self.sandboxes.pop(sandbox_id, None)
