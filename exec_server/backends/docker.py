@@ -409,6 +409,7 @@ class DockerBackend:
             container_id = self.api.create_container(
                 self.pinned_image or self.settings.sandbox_image,
                 command=self.command(lease, session, direct),
+                entrypoint=[""],  # an operator image's own would wrap the supervisor
                 user="0:0",  # the supervisor; only root can hold capabilities (no ambient caps)
                 environment=SANDBOX_ENV,
                 working_dir="/tmp",
