@@ -114,6 +114,7 @@ class AsyncClient(ClientBase):
         *,
         language: str | None = None,
         cache: bool | None = None,
+        image: str | None = None,
     ) -> ExecuteResult:
         """Run one snippet; see :meth:`Client.execute`."""
         body = execute_body(
@@ -124,6 +125,7 @@ class AsyncClient(ClientBase):
                 "memory_mb": memory_mb,
                 "language": language,
                 "cache": cache,
+                "image": image,
             }
         )
         return await self._execute_body(body)
@@ -244,6 +246,7 @@ class AsyncClient(ClientBase):
         cpu_timeout: float | None = None,
         idle_timeout: float | None = None,
         max_lifetime: float | None = None,
+        image: str | None = None,
     ) -> AsyncSession:
         """A session, opened by ``async with`` (or ``await open()``); see
         :meth:`Client.session`."""
@@ -253,6 +256,7 @@ class AsyncClient(ClientBase):
             "cpu_timeout": cpu_timeout,
             "idle_timeout": idle_timeout,
             "max_lifetime": max_lifetime,
+            "image": image,
         }
         return AsyncSession(self, {k: v for k, v in limits.items() if v is not None})
 

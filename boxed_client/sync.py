@@ -102,9 +102,10 @@ class Client(ClientBase):
         *,
         language: str | None = None,
         cache: bool | None = None,
+        image: str | None = None,
     ) -> ExecuteResult:
-        """Run one snippet (``language``: python, c, cpp, bash). Limits left as ``None`` take
-        the server's defaults."""
+        """Run one snippet (``language``: python, c, cpp, bash; ``image``: one of the server's
+        images, ``GET /images``). Limits left as ``None`` take the server's defaults."""
         body = execute_body(
             {
                 "code": code,
@@ -113,6 +114,7 @@ class Client(ClientBase):
                 "memory_mb": memory_mb,
                 "language": language,
                 "cache": cache,
+                "image": image,
             }
         )
         return self._execute_body(body)
@@ -245,16 +247,18 @@ class Client(ClientBase):
         cpu_timeout: float | None = None,
         idle_timeout: float | None = None,
         max_lifetime: float | None = None,
+        image: str | None = None,
     ) -> Session:
         """A session (one persistent interpreter on one server), opened by ``with`` (or
-        ``open()``) and deleted at the end of the block. Limits left ``None`` take the
-        server's defaults."""
+        ``open()``) and deleted at the end of the block, in the server's image ``image``
+        (None: its default). Limits left ``None`` take the server's defaults."""
         limits = {
             "memory_mb": memory_mb,
             "timeout": timeout,
             "cpu_timeout": cpu_timeout,
             "idle_timeout": idle_timeout,
             "max_lifetime": max_lifetime,
+            "image": image,
         }
         return Session(self, {k: v for k, v in limits.items() if v is not None})
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from boxed_client import AsyncClient, Client
 from exec_server.app import Executor
 from exec_server.image_scan import ImageScan, ScanCache, scan_tar
 from exec_server.images import DEFAULT, MAX_IMAGE_POOL, ImageSet, allow_list
@@ -378,6 +379,24 @@ def test_a_session_keeps_its_image(service: str) -> None:
         assert per_call.status_code == 422 and "image" in per_call.json()["detail"]
     finally:
         httpx.delete(f"{service}/sessions/{sid}", timeout=60)
+
+
+@pytest.mark.docker
+def test_the_clients_name_an_image(service: str) -> None:
+    with Client(service) as client:
+        assert client.execute(IMPORT_PROBE, image="probe").stdout.startswith("1.0")
+        with client.session(image="probe") as session:
+            assert session.execute("import boxed_probe").status == "ok"
+            assert session.info is not None and session.info.image == "probe"
+
+    async def asynchronously() -> None:
+        async with AsyncClient(service) as client:
+            answer = await client.execute(IMPORT_PROBE, image="probe")
+            assert answer.status == "ok"
+            async with client.session(image="probe") as session:
+                assert (await session.execute("import boxed_probe")).status == "ok"
+
+    asyncio.run(asynchronously())
 
 
 @pytest.mark.docker
