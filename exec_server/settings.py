@@ -242,8 +242,14 @@ class Settings(BaseSettings):
         default="/run/boxed/images",
         description="Directory keeping image scans by image id across restarts (a scan of "
         "the default image takes seconds); used only when the service's user owns it and "
-        "nobody else may write to it. Unset: kept in memory only.",
+        "nobody else may write to it. 'off': kept in memory only.",
     )
+
+    @field_validator("image_scan_dir")
+    @classmethod
+    def _off_is_memory_only(cls, value: str | None) -> str | None:
+        return None if value == "off" else value
+
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. 'runsc' (gVisor).")
     supervisor_socket: bool = Field(
         default=True,

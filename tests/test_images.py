@@ -162,6 +162,11 @@ def test_scans_are_kept_by_image_id_on_disk(tmp_path: Path) -> None:
     assert ScanCache(str(tmp_path / "scans")).get("sha256:other") is None
 
 
+def test_off_keeps_scans_in_memory_only() -> None:
+    assert Settings(image_scan_dir="off").image_scan_dir is None
+    assert Settings().image_scan_dir == "/run/boxed/images"
+
+
 def test_a_scan_directory_others_may_write_is_not_trusted(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
