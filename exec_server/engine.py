@@ -282,14 +282,14 @@ class Engine:
         """Remove this instance's sandboxes that nobody owns on two scans in a row."""
         unowned: set[str] = set()
         removers: dict[str, SandboxBackend] = {}
+        listed = {pool.backend: set(await pool.backend.list_owned()) for pool in self.all_pools()}
         kept = set().union(*(keeper.sandbox_ids() for keeper in self.keepers))
         # the backends of two images list each other's sandboxes: owned by any pool counts
         owned = self.running_ids | kept | set().union(*(p.ready_ids() for p in self.all_pools()))
-        for pool in self.all_pools():
-            listed = set(await pool.backend.list_owned())
-            for sandbox_id in listed - owned:
+        for backend, ids in listed.items():
+            for sandbox_id in ids - owned:
                 unowned.add(sandbox_id)
-                removers[sandbox_id] = pool.backend
+                removers[sandbox_id] = backend
         doomed = unowned & self._orphan_candidates
         self._orphan_candidates = unowned - doomed
         for sandbox_id in doomed:
@@ -312,11 +312,13 @@ class Engine:
             "queued": self.admission.waiting,
             **{key: value for keeper in self.keepers for key, value in keeper.readiness().items()},
             "last_error": self.pool.last_error,
+            # operator images that serve no sandbox now, and why (GET /images has the rest)
+            "images_unavailable": {i.name: i.problem for i in self.images if i.problem},
         }
 
     @property
     def ready(self) -> bool:
-        return self.health.ok and self.pool.is_warm()
+        return self.health.ok and self.images.by_name[DEFAULT].serving and self.pool.is_warm()
 
     # -- running -------------------------------------------------------------------------
     def runs(

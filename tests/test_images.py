@@ -243,6 +243,8 @@ def test_an_image_refused_after_the_start_answers_503_the_others_still_run() -> 
             await engine.check_backend()  # ...which the next check scans and refuses
             with pytest.raises(ServiceUnavailable, match="refused"):
                 await executor.execute(ExecuteRequest(code="1", image="tools"), "r1")
+            unavailable = executor.readiness()["images_unavailable"]
+            assert list(unavailable) == ["tools"] and "/opt/evil-null" in unavailable["tools"]
             answer = await executor.execute(ExecuteRequest(code="2"), "r2")
             assert answer.status == "ok"
         finally:
