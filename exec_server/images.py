@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,7 @@ class ImageSet:
             for name, spec in specs.items()
         }
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[OperatorImage]:
         return iter(self.by_name.values())
 
     def named(self, name: str | None) -> OperatorImage:

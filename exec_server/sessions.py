@@ -390,7 +390,8 @@ class SessionManager:
             "cpu_timeout": req.cpu_timeout if req.cpu_timeout is not None else lim.cpu_timeout,
             "memory_mb": lim.memory_mb,
         }
-        limits = resolve_limits(req.model_copy(update=defaults), self.settings)
+        image_settings = self.engine.image(session.image).settings  # its image's maxima
+        limits = resolve_limits(req.model_copy(update=defaults), image_settings)
         job = Job(code=req.code, stdin=req.input, limits=limits)
         result: SnippetResult | None = None
         async with self.admission.slot():

@@ -209,6 +209,10 @@ def test_a_request_runs_on_the_pools_of_the_image_it_names() -> None:
                 await executor.execute(ExecuteRequest(code="4", image="nope"), "r4")
             info = await executor.sessions.create(SessionCreateRequest(image="tools"), "me")
             assert info.image == "tools" and info.timeout == 2  # the image's limits
+            with pytest.raises(RequestError, match="timeout 3 s exceeds the maximum 2 s"):
+                await executor.sessions.execute(
+                    info.session_id, ExecuteRequest(code="5", timeout=3), "r5", "me"
+                )
             session_backend = engine.image_pools["tools"]["process"].backend
             assert info.session_id in {
                 s.session_id for s in session_backend.sandboxes.values() if hasattr(s, "spec")
