@@ -30,6 +30,7 @@ from exec_server.models import ExecuteRequest, SessionCreateRequest
 from exec_server.request_errors import RequestError, ServiceUnavailable
 from exec_server.settings import Settings
 from tests.conftest import IMAGE, ServiceProcess, instance_containers, running_service
+from tools.build_image import main as build_image_main
 from tools.derive_image import Derivation, derive
 
 # -- the allow-list --------------------------------------------------------------------------
@@ -255,6 +256,21 @@ def test_an_image_refused_after_the_start_answers_503_the_others_still_run() -> 
             await executor.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--derive", "latest"], "not default/latest"),
+        (["--derive", "Geo"], "not default/latest"),
+        (["--derive", "geo", "--file", "pyproject.toml:relative/path"], "absolute file path"),
+        (["--derive", "geo", "--file", "no-such-file:/opt/x"], "not a file"),
+        (["--derive", "geo", "--apt", "bc; rm -rf /"], "not a Debian package"),
+    ],
+)
+def test_the_builder_refuses_a_bad_derivation_at_once(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build_image_main(argv)
 
 
 # -- on a real engine --------------------------------------------------------------------------
