@@ -208,7 +208,9 @@ class ImageSet:
                 image.name,
                 report.reference,
                 report.image_id[:19],
-                "" if report.scan_seconds is None else f" in {report.scan_seconds:.1f} s",
+                " (scan cached)"
+                if report.scan_seconds is None
+                else f" in {report.scan_seconds:.1f} s",
                 len(setuid),
                 f" ({', '.join('/' + p for p in setuid[:5])}{', ...' if len(setuid) > 5 else ''})"
                 if setuid
