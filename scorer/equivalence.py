@@ -25,7 +25,7 @@ from functools import lru_cache
 from scorer.answer import Found, find_answer
 from scorer.approximation import stated_approximations
 from scorer.compare import Comparer, ExactBackend, Undecided
-from scorer.list_order import compare_in_order
+from scorer.list_order import as_sequence, compare_in_order
 from scorer.nodes import Answer, Coll, Expr, Text, Union
 from scorer.normalize import comparison_key, normalize_answer
 from scorer.parse import TooDeep, parse_answer
@@ -197,8 +197,9 @@ def _verify(
     if comparison_key(p_norm) == comparison_key(g_norm):
         return Verdict(True, Reason.STRING_MATCH)
     g_ans = _parsed(g_norm)
-    if isinstance(_parsed(p_norm), Coll) and g_ans is not None and compare_in_order(g_ans, want):
-        p_norm = f"({p_norm})"  # a bare list compared in order (scorer.list_order)
+    p_first = _parsed(p_norm)
+    if p_first is not None and g_ans is not None and compare_in_order(g_ans, want, g_norm):
+        p_norm = as_sequence(p_norm, p_first)  # compared in order (scorer.list_order)
     p_ans = _parsed(p_norm)
     if p_ans is None or g_ans is None:
         return Verdict(False, Reason.TOO_DEEP, "nesting above the cap")

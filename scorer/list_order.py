@@ -2,50 +2,75 @@
 
 A bare list is ambiguous: "enter all the solutions" means a set (``3, 5, 7`` = ``3, 7, 5``),
 while a list whose order carries meaning is a sequence (MATH's own grader tests: ``0.1, 4, 2``
-is not ``4, .1, 2``). What the labelled sets show (docs/scorer.md, *Against Math-Verify*):
-golds labelled order-free are written in increasing order (``1, 2, 3``; ``3, 5, 7``) or in
-decreasing order (``7, -2, -5``; ``224, -176``): the order in which the solutions were found
-or sorted; a gold written in neither order is one whose order was chosen. The rule, as one
-explicit step:
+is not ``4, .1, 2``, and ``10, 4, -2`` is not ``4, 10, -2``). Nothing in the gold tells the two
+apart: the labelled sets hold increasing and decreasing golds of both kinds. A reward must
+not pay a permuted answer to a question that asked for an order (a policy paid for it learns
+that which value goes where does not matter), so the rule, as one explicit step, is:
 
 1. the question asks for an order ("in increasing order", "ordered pair"...): in order;
-2. the question asks for all the values ("find all", "enter all the solutions"): any order;
-3. otherwise the gold decides: a gold whose items are all exact numbers, written neither in
-   increasing nor in decreasing order, is compared in order; any other bare list is a set.
+2. the question asks for a set of values ("find all", "enter all the solutions", "the
+   roots"): any order;
+3. otherwise, and always when no question is given: a gold list of plain values is compared
+   in order, and so is every answer list against it: a bare list, a run of boxes, and a set
+   (``\\{4, 10, -2\\}`` is no way around the order). A list of labelled items (``x = 2, y =
+   1``) matches label by label; a list of choice letters (``A, C``), of tuples (the pairs of
+   "find all pairs") or of the values of a ``\\pm`` (``\\pm 3``) is a set.
 
-The one labelled row this gets wrong: MATH's ``10, 4, -2`` asserted unequal to ``4, 10, -2``,
-a decreasing gold like ``224, -176``, which a held-out benchmark asserts equal to
-``-176, 224``; without the question nothing tells them apart.
+The cost is recall: without the question a correct solution set listed in another order than
+the gold's is not paid (MARIO_EVAL's ``1, 3, 2`` for ``1, 2, 3``); passing the question
+(``verify(..., question=...)``) pays it.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
+import re
 
-from scorer.exact import NotRational, TooBig, exact_value
-from scorer.nodes import Answer, Coll, Expr
+from scorer.nodes import Answer, Coll, Expr, In, Sym
 from scorer.question import Demands
 
+# the kinds of answer list that are compared in order against such a gold
+ORDERED_ANSWER_KINDS = frozenset({"list", "seq", "set"})
 
-def gold_list_order_matters(gold: Answer) -> bool:
-    """A bare gold list of exact numbers written neither in increasing nor decreasing order."""
+
+def gold_list_of_values(gold: Answer) -> bool:
+    """A bare gold list of two or more plain values (numbers or expressions; not labelled
+    items, and not choice letters: ``A, C`` names options, a set)."""
     if not (isinstance(gold, Coll) and gold.kind == "list" and len(gold.elems) > 1):
         return False
-    values: list[Fraction] = []
-    for item in gold.elems:
-        if not isinstance(item, Expr):
-            return False
-        try:
-            values.append(exact_value(item.node))
-        except (NotRational, TooBig, ZeroDivisionError, OverflowError, ValueError):
-            return False
-    return values != sorted(values) and values != sorted(values, reverse=True)
+    if not all(isinstance(item, Expr) for item in gold.elems):
+        return False
+    return not all(_choice_letter(item) for item in gold.elems)
 
 
-def compare_in_order(gold: Answer, want: Demands | None) -> bool:
-    """Whether a bare answer list is compared with ``gold`` in order (the module's rule)."""
+def _choice_letter(item: Answer) -> bool:
+    node = item.node if isinstance(item, Expr) else None
+    return isinstance(node, Sym) and len(node.name) == 1 and node.name.isupper()
+
+
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
+_SET_TEXT = re.compile(r"\\\{(?P<items>.*)\\\}", re.DOTALL)
+
+
+def as_sequence(norm: str, answer: Answer) -> str:
+    """The normalized answer ``norm`` (parsed: ``answer``) written as a tuple, so that it is
+    compared item by item in order: ``4, 10, -2`` and ``\\{4, 10, -2\\}`` -> ``(4, 10, -2)``.
+    ``x \\in \\{4, 10, -2\\}`` is its set. Any other answer is returned as it is."""
+    if isinstance(answer, In) and "\\in" in norm:
+        return as_sequence(norm.split("\\in", 1)[1], answer.domain)
+    if not isinstance(answer, Coll) or answer.kind not in ORDERED_ANSWER_KINDS:
+        return norm
+    if answer.kind == "set":
+        m = _SET_TEXT.fullmatch(norm.strip())
+        return f"({m['items']})" if m is not None else norm
+    return f"({norm})"
+
+
+def compare_in_order(gold: Answer, want: Demands | None, gold_text: str = "") -> bool:
+    """Whether an answer list is compared with the bare gold list ``gold`` in order (the
+    module's rule); ``want`` is what the question asks (``None``: no question). A gold
+    written with ``\\pm`` (``gold_text``) is its two values in no order: a set."""
+    if not gold_list_of_values(gold) or _PLUS_MINUS.search(gold_text):
+        return False
     if want is not None and want.ordered:
         return True
-    if want is not None and want.all_values:
-        return False
-    return gold_list_order_matters(gold)
+    return want is None or not want.all_values

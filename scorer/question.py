@@ -28,6 +28,9 @@ _ALL_VALUES = re.compile(
     r"(?i)\b(?:find|enter|list|determine|compute|give)\s+all\b"
     r"|\ball\s+(?:the\s+)?(?:possible\s+|real\s+|distinct\s+)*"
     r"(?:values?|solutions?|roots?|zeros?|integers?|numbers?)\b"
+    r"|\bpossible\s+values\b"
+    r"|\b(?:find|enter|list|give|determine|what\s+are)\s+(?:the\s+)?(?:[a-z]+\s+)?"
+    r"(?:solutions|roots|zeros|zeroes)\b"
 )
 _INTEGER = re.compile(r"(?i)nearest\s+(?:integer|whole\s+number)|as\s+an\s+integer")
 _UNIT_ASKED = re.compile(r"(?i)\bin\s+(?:units\s+of\s+)?(?P<unit>[a-z]+(?:\s*/\s*[a-z]+)?)\b")

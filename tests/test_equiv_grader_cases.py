@@ -50,6 +50,13 @@ POLICY_DISAGREEMENTS: dict[int, tuple[str, str]] = {
         "the gold '$\\text{13}$' lost its backslash to a string escape (a TAB before 'ext'); "
         "restoring lost escapes is a recall rule of issue #29, so it reads as 13",
     ),
+    183: (
+        "<think> Okay, so I have this functional",
+        "boxes -2 and 1 for the gold 1, -2: without the question a bare list is compared in "
+        "order (scorer.list_order: a permuted answer to a question asking for an order must "
+        "not be paid); with the question ('find all integers') it is paid",
+    ),
+    206: ("$\\boxed{-2,1}$", "same as row 183: the gold's boxes are 1 and -2, in that order"),
     253: (
         "$f(y)$",
         "non-strict Math-Verify renames variables; f(y) and f(x) are different expressions "
@@ -60,6 +67,8 @@ POLICY_DISAGREEMENTS: dict[int, tuple[str, str]] = {
         "upstream rounds to 4 digits (float_rounding=4); 0.333 is 1/3 rounded to 3 significant "
         "figures, which our policy accepts (row 269 is the same pair at 3 digits)",
     ),
+    313: ("1, 3, 2", "same as row 183: a bare list without a question is compared in order"),
+    314: ("-5,-2,7", "same as row 183"),
     366: (
         "649",
         "EQUALITY_TEMPLATE asks a judge to say 'No' for non-trivial simplifications; "

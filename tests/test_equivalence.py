@@ -341,13 +341,14 @@ def test_inequalities(pred: str, gold: str, equal: bool) -> None:
         ("(1,2)", "(2,1)", False),  # tuples are ordered
         ("(1, 4.5)", "(1,\\frac{9}{2})", True),
         ("\\{1,2\\}", "(1,2)", False),  # a set is not a tuple
-        ("1, 2, 3", "3, 2, 1", True),  # policy: a bare list is an unordered answer list
+        ("1, 2, 3", "3, 2, 1", False),  # policy: without a question a bare list is in order
         ("1, 2", "1, 2, 3", False),
         ("1,2", "1", False),  # a hedged answer is not the answer
         ("2021", "\\pm 2021", False),
         ("\\{-2021, 2021\\}", "\\pm 2021", True),
         ("1 \\pm \\sqrt{19}", "\\{1+\\sqrt{19}, 1-\\sqrt{19}\\}", True),
-        ("6 \\text{ and } 8", "8, 6", True),
+        ("6 \\text{ and } 8", "8, 6", False),
+        ("8 \\text{ and } 6", "8, 6", True),
         ("[x, 1 + x]", "[x, x + 1]", True),
         ("[x + 1, x]", "[x, x + 1]", False),
         ("(1, 3, 2)", "[1, 2, 3]", False),

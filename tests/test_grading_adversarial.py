@@ -119,7 +119,6 @@ def test_wrong_accepts_of_the_issue_are_rejected(pred: str, gold: str) -> None:
     ("pred", "gold"),
     [
         ("2(a(x-y)-b)", "2(ax-ay-b)"),
-        ("-176 \\text{ and } 224", "224, -176"),
         ("(312, 123, 231)", "(312,123,231)"),
         ("f(x)=0 \\text{ for all } x", "0"),
         ("2^6 3^5 5^4", "2^6 * 3^5 * 5^4"),
@@ -371,10 +370,9 @@ def test_list_near_misses(items: list[int], rnd) -> None:
     if perm != items:
         rejected(tup, "(" + ", ".join(map(str, perm)) + ")")  # a tuple is ordered
     bare, bare_perm = ", ".join(map(str, items)), ", ".join(map(str, perm))
-    if items in (sorted(items), sorted(items, reverse=True)):
-        accepted(bare_perm, bare)  # a gold listed in increasing or decreasing order: a set
-    elif perm != items:
-        rejected(bare_perm, bare)  # a gold listed in an order it chose: in that order
+    if perm != items:
+        rejected(bare_perm, bare)  # without a question a bare list is compared in order,
+        rejected("\\{" + bare_perm + "\\}", bare)  # and a set is no way around it
         all_of = "Find all the solutions."  # ... unless the question asks for all the values
         assert verify(bare_perm, bare, question=all_of).correct, (bare_perm, bare)
     rejected(", ".join(map(str, items)), ", ".join(map(str, items[:-1])))

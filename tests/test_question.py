@@ -28,7 +28,6 @@ WRONG_FORM = [
     ("0.75", "\\frac34", FRACTION),
     ("\\frac{6}{8}", "\\frac34", FRACTION),
     ("12.566", "4\\pi", PI),
-    ("3, 1, 2", "1, 2, 3", ORDER),
     ("\\frac{12}{4}", "3", INTEGER),
     ("37 \\text{ m}", "37", UNIT),
     ("\\binom{10}{3}", "120", BINOM),
@@ -45,6 +44,9 @@ RIGHT_FORM = [
     ("120", "120", BINOM),
     ("x + 1", "x + 1", "Simplify $\\frac{x^2-1}{x-1}$; the answer has the form $x + 1$."),
     ("1, 2", "1, 2", "In order to solve it, find both roots."),  # "in order to" asks no order
+    # a list in another order than the gold's is paid only when the question asks for a set
+    # (without a question it is compared in order: tests/test_list_order.py)
+    ("8, 5", "5, 8", "Find all real solutions, separated by commas."),
 ]
 
 
