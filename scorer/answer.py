@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from typing import Literal
 
@@ -213,18 +214,22 @@ def one_value(contents: list[str]) -> bool:
     norms = [normalize_answer(c) for c in contents]
     if len({comparison_key(n) for n in norms}) == 1:
         return True
-    values = set()
-    for norm in norms:
-        try:
-            ans = parse_answer(norm)
-            if not isinstance(ans, Expr):
-                return False
-            values.add(exact_value(ans.node))
-        except (ParseError, NotRational, TooBig, ZeroDivisionError, OverflowError, ValueError):
-            return False
-        except RecursionError:
-            return False
-    return len(values) == 1
+    values = {exact_number(c) for c in contents}
+    return None not in values and len(values) == 1
+
+
+def exact_number(text: str) -> Fraction | None:
+    """The exact value of ``text`` when it is one number written with integers, fractions,
+    decimals, powers, factorials... (``(7!/(3!4!))\\cdot 2`` is 70); ``None`` otherwise."""
+    try:
+        ans = parse_answer(normalize_answer(text))
+        if not isinstance(ans, Expr):
+            return None
+        return exact_value(ans.node)
+    except (ParseError, NotRational, TooBig, ZeroDivisionError, OverflowError, ValueError):
+        return None
+    except RecursionError:
+        return None
 
 
 def _stated_in_box(content: str) -> str | None:
@@ -243,7 +248,8 @@ _BOX_INSIDE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 # --- no box: final-answer phrases, then the last math expression -----------------------------
 
 _ANSWER_PHRASE = re.compile(
-    r"(?i)(?:final\s+answer(?:[\s*]*(?:is|:))?|(?<![a-z])(?:the|my|our)\s+answer\s+(?:is|=)"
+    r"(?i)(?:final\s+answer(?:[\s*]*(?:is|:))?|(?<![a-z])(?:the|my|our)\s+"
+    r"(?:answer|(?:correct|right)\s+(?:answer(?:\s+choice)?|option|choice))\s+(?:is|=)"
     r"|(?<![a-z])answer\s*:|(?m:^[ \t]*\#{1,3}[ \t]*answer[ \t]*$)|\#\#\#\#)[\s*:]*"
     r"|(?m-i:^[ \t]*A:[ \t]*)"  # GSM8K samples: "A: 18"; PRM800K: "# Answer"; "#### 72"
 )
@@ -260,13 +266,18 @@ def _without_box(region: str) -> Found:
         end = _PHRASE_END.search(seg)
         if end is not None and end.start() > 0:
             seg = seg[: end.start()]
+        after = phrase.end() + len(seg)
         seg = seg.strip().strip('"').replace('\\"', "")
         bare_word = seg.lower().strip(" .!") in _BARE_WORDS
         doubt = DOUBT.search(seg) or DOUBT.search(_sentence_before(region, phrase.start()))
         if not seg or (doubt and not bare_word) or seg.rstrip().endswith("?"):
             return Found(None, "none")
         answer = answer_from_segment(seg)
-        return Found(answer, "phrase") if answer.strip() else Found(None, "none")
+        if not answer.strip():
+            return Found(None, "none")
+        if _computes_another_value(answer, region[after:]):
+            return Found(None, "phrase", hedge="a different value computed after the answer")
+        return Found(answer, "phrase")
     answer, start, end = answer_span(region)
     if not answer.strip() or region.rstrip().endswith("?"):
         return Found(None, "none")
@@ -278,6 +289,20 @@ def _without_box(region: str) -> Found:
     if _doubted(region, start, end):
         return Found(None, "none")
     return Found(answer, "expression")
+
+
+def _computes_another_value(answer: str, rest: str) -> bool:
+    """Whether the text after a final-answer phrase goes on to compute a different number:
+    ``the final answer is (7!/(3!4!))(4!/(2!2!))`` (210), then ``... = 70``. Two values are
+    offered, a hedge; a check that arrives at the same value (``5 \\cdot 3 = 15``) is none."""
+    if "=" not in rest:
+        return False
+    later, _start, _end = answer_span(rest.strip())
+    if "=" not in later:
+        return False
+    stated = exact_number(answer.rsplit("=", 1)[-1])
+    computed = exact_number(later.rsplit("=", 1)[-1])
+    return stated is not None and computed is not None and stated != computed
 
 
 MAX_TEXT_ANSWER_WORDS = 4

@@ -431,7 +431,9 @@ class Comparer:
             explicit = p.explicit or g.explicit
             if p.letter == g.letter:
                 return _equal(Reason.CHOICE_MATCH if explicit else Reason.STRING_MATCH)
-            if explicit and p.letter.lower() == g.letter.lower():
+            # a bare lower-case letter is a variable (``$c$``), never option (C)
+            bare_lower = any(x.letter.islower() and not x.explicit for x in (p, g))
+            if explicit and not bare_lower and p.letter.lower() == g.letter.lower():
                 return _equal(Reason.CHOICE_MATCH)
             return _unequal()
         letter, other = (p, g) if isinstance(p, Letter) else (cast(Letter, g), p)

@@ -122,10 +122,15 @@ def stated_boxes(s: str) -> list[Box]:
         before = s[b.start - 1 : b.start]
         resume = _SPACES_AND_CLOSES.match(s, b.end).end()  # no copy of the rest per box
         after = s[resume : resume + 1]
-        if before.isdigit() or before in (")", "]") or after.isdigit():
+        if before.isdigit() or before in (")", "]"):
             continue
+        if after.isdigit() and not _TEXT_CHOICE.fullmatch(b.content or ""):
+            continue  # a choice in text (``\\boxed{\\text{(B)}} 3x = 7``) is no factor
         out.append(b)
     return out
+
+
+_TEXT_CHOICE = re.compile(r"\s*\\(?:text|textbf|textrm|mathrm)\s*\{\s*\(\s*[A-Z]\s*\)\s*\}\s*")
 
 
 _OPENERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))

@@ -161,6 +161,12 @@ HACKS: dict[str, list[tuple[str, str]]] = {
         ("$37$ is wrong.", "37"),
         ("What is 30 + 7?", "37"),
         ("Final answer: probably 37", "37"),
+        # the gold written unevaluated as the final answer, then a different value computed
+        ("The final answer is $\\binom{7}{3}$. Working it out, $7 \\cdot 6 / 2 = 21$.", "35"),
+        ("My answer is 30 + 7. So it comes to 30 + 7 = 38.", "37"),
+        # a variable read as a choice letter
+        ("So every point has the same height $c$.", "\\text{(C)}"),
+        ("The correct option is (E), since the height is $c$.", "\\text{(C)}"),
     ],
 }
 CASES = [
@@ -280,6 +286,7 @@ CONTROLS: list[tuple[str, str]] = [
     ("\\boxed{\\text{Yes, it is possible}}", "Yes"),
     ("\\boxed{\\text{No, there is no such } n}", "No"),
     ("\\boxed{\\text{East}}", "East"),
+    ("So the answer is $\\boxed{\\text{(D)}} 2x + 1 = 9$.", "\\text{(D)}"),
 ]
 FALLBACK_CONTROLS: list[tuple[str, str]] = [
     ("The final answer is 37.", "37"),
@@ -288,6 +295,9 @@ FALLBACK_CONTROLS: list[tuple[str, str]] = [
     ("So she sold 48 + 24 = 72 clips. #### 72", "72"),
     ("Hence the total is $37$.", "37"),
     ("The answer is: 37.", "37"),
+    ("The correct answer is (D).", "\\text{(D)}"),
+    ("The correct option is $(d)$.", "D"),
+    ("The answer is 37. Check: $30 + 7 = 37$.", "37"),
 ]
 
 
