@@ -127,6 +127,21 @@ def stated_value(step: str) -> str | None:
     return max(found)[1] if found else None
 
 
+_MEMBER_OF = re.compile(r"^[A-Za-z]\\in(?![A-Za-z])")
+_UNIT_TEXT = re.compile(r"\\(?:mbox|text|mathrm)\{[A-Za-z ]*\}(?:\^\{?\d\}?)?$")
+_SIMPLE_FRAC = re.compile(r"\\frac\{(-?\d+)\}\{(\d+)\}")
+
+
+def stated_form(value: str) -> str:
+    """``value`` (a stated value or a gold) as a labeller compares it: ``plain_text`` past a
+    leading ``x \\in``, an exact value before ``\\approx`` its rounding, a unit in text
+    (``\\mbox{ inches}^2``), a percent sign, and ``\\frac{a}{b}`` of integers as ``a/b``. Two
+    values with one stated form are the same answer written two ways (audit only)."""
+    text = plain_text(value).split("\\approx", 1)[0]
+    text = _UNIT_TEXT.sub("", _MEMBER_OF.sub("", text)).removesuffix("\\%")
+    return _SIMPLE_FRAC.sub(r"\1/\2", text)
+
+
 def audit(rows: list[Row]) -> list[Row]:
     """``rows`` with ``suspect`` set by ``suspect_reason``: a pair on its own answer, a solution
     on the answer its data set marks (the pair row of the same set and id), if any."""
@@ -369,7 +384,8 @@ def convert_rewardbench_math(docs: Iterable[str], source: str) -> Iterator[Row]:
     ``dataset/math_test/experiments_test_filtered.json`` (the first document). Label = chosen;
     a pair row when the solution's last step has a ``\\boxed{}``. A rejected solution is
     rejected for a step a labeller rated wrong, not for its answer: one whose last step states
-    the gold (``stated_value``) is ``suspect``."""
+    the gold (``stated_value``, compared as plain numbers or in ``stated_form``) is
+    ``suspect``."""
     answers_doc, *rest = docs
     golds = {rec["problem"]: str(rec["answer"]).strip() for rec in json.loads(answers_doc)}
     for doc in rest:
@@ -382,9 +398,13 @@ def convert_rewardbench_math(docs: Iterable[str], source: str) -> Iterator[Row]:
             label = rec["solution_type"] == "chosen"
             rid = f"{rec['problem_id']}:{rec['solution_type']}:{n}"
             stated = stated_value(steps[-1]) if steps and not label else None
+            states_gold = stated is not None and (
+                suspect_reason(gold, stated, label) is not None
+                or stated_form(stated) == stated_form(gold)
+            )
             suspect = (
                 "rejected for a step (PRM800K's rating), its last step states the gold"
-                if stated is not None and suspect_reason(gold, stated, label)
+                if states_gold
                 else None
             )
             yield Row(

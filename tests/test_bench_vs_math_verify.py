@@ -161,6 +161,8 @@ def test_rewardbench_math_joins_the_gold_by_problem_and_pairs_only_boxed_steps()
          "eval_solution": ["5 + 6", "So the answer is 11."]},
         {"problem": "p2", "problem_id": 1, "solution_type": "rejected",
          "eval_solution": ["1 + 1 = 3 (a wrong step)", "Therefore $x = 3$."]},
+        {"problem": "p2", "problem_id": 1, "solution_type": "rejected",
+         "eval_solution": ["2 + 2 = 5 (a wrong step)", "It rose by $3\\%$."]},
         {"problem": "unknown", "problem_id": 2, "solution_type": "chosen", "eval_solution": ["1"]},
     ]  # fmt: skip
     rows = mv_convert.audit(
@@ -172,6 +174,7 @@ def test_rewardbench_math_joins_the_gold_by_problem_and_pairs_only_boxed_steps()
         ("solution", "12", False, False),
         # rejected for a step, yet it states the gold: its label is not about the answer
         ("solution", "3", False, True),
+        ("solution", "3", False, True),  # the gold's value in another notation
     ]
     assert rows[1].answer == "12"
 
@@ -213,6 +216,28 @@ def test_suspect_reason_is_decided_by_the_data_alone(
 )
 def test_stated_value_reads_the_last_value_a_step_states(step: str, stated: str | None) -> None:
     assert mv_convert.stated_value(step) == stated
+
+
+@pytest.mark.parametrize(
+    ("stated", "gold", "same"),
+    [
+        (
+            "\\begin{pmatrix} \\frac{2}{7} \\\\ 1 \\end{pmatrix}",
+            "\\begin{pmatrix} 2/7 \\\\ 1 \\end{pmatrix}",
+            True,
+        ),
+        ("\\frac{5}{7} \\approx 0.714", "\\frac{5}{7}", True),  # the exact value, then its rounding
+        ("25\\%", "25", True),
+        ("96", "96 \\mbox{ feet}^2", True),
+        ("[0, 4)", "t \\in [0,4)", True),
+        ("\\frac{5}{7}", "\\frac{7}{5}", False),
+        ("96", "960", False),
+        ("[0, 4]", "t \\in [0,4)", False),
+        ("x^2", "x^2 + 1", False),
+    ],
+)
+def test_stated_form_reads_past_notation_only(stated: str, gold: str, same: bool) -> None:
+    assert (mv_convert.stated_form(stated) == mv_convert.stated_form(gold)) is same
 
 
 def test_last_box_balances_braces() -> None:
