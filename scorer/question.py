@@ -14,10 +14,13 @@ import re
 from dataclasses import dataclass
 from math import gcd
 
+from scorer.nodes import Div, Expr, Int, Neg
 from scorer.normalize import comparison_key, math_segments, normalize_answer
+from scorer.parse import ParseError, parse_answer
 from scorer.units import unit_of
 
 _FRACTION = re.compile(r"(?i)common\s+fraction|simplest\s+form|lowest\s+terms|reduced\s+fraction")
+_RADICAL = re.compile(r"(?i)radical\s+form|in\s+terms\s+of\s+(?:\$?\s*\\pi|pi\b|π)")
 _IN_TERMS_OF_PI = re.compile(r"(?i)in\s+terms\s+of\s+(?:\$?\s*\\pi|pi\b|π)")
 _ORDER = re.compile(
     r"(?i)\b(?:in\s+(?:increasing|decreasing|ascending|descending)\s+order|in\s+order(?!\s+to\b)"
@@ -35,9 +38,6 @@ _ALL_VALUES = re.compile(
 _INTEGER = re.compile(r"(?i)nearest\s+(?:integer|whole\s+number)|as\s+an\s+integer")
 _UNIT_ASKED = re.compile(r"(?i)\bin\s+(?:units\s+of\s+)?(?P<unit>[a-z]+(?:\s*/\s*[a-z]+)?)\b")
 
-_REDUCED = re.compile(
-    r"-?(?:\\frac\{(?P<n>\d{1,400})\}\{(?P<d>\d{1,400})\}|(?P<n2>\d{1,400})\s*/\s*(?P<d2>\d{1,400}))"
-)
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -46,6 +46,7 @@ class Demands:
     """The form a question asks for."""
 
     fraction: bool = False
+    radical: bool = False  # "simplest radical form": a fraction may hold radicals
     pi: bool = False
     ordered: bool = False
     all_values: bool = False
@@ -63,6 +64,7 @@ def demands(question: str | None) -> Demands:
         unit = unit_of("1 " + m["unit"]) or unit
     return Demands(
         fraction=bool(_FRACTION.search(question)),
+        radical=bool(_RADICAL.search(question)),
         pi=bool(_IN_TERMS_OF_PI.search(question)),
         ordered=bool(_ORDER.search(question)),
         all_values=bool(_ALL_VALUES.search(question)),
@@ -90,7 +92,7 @@ def form_problem(want: Demands, answer: str, norm: str, gold_norm: str) -> str |
     key = comparison_key(norm)
     if key in want.expressions and comparison_key(gold_norm) not in want.expressions:
         return "the question's own expression, not its value"
-    if want.fraction and not _reduced_fraction(norm):
+    if want.fraction and not _reduced_fraction(norm, radicals=want.radical):
         return "not a fraction in lowest terms"
     if want.pi and "\\pi" not in norm:
         return "not in terms of pi"
@@ -103,13 +105,26 @@ def form_problem(want: Demands, answer: str, norm: str, gold_norm: str) -> str |
     return None
 
 
-def _reduced_fraction(norm: str) -> bool:
-    """An integer, or a fraction of integers in lowest terms (``\\frac{3}{4}``, ``-3/4``)."""
-    key = comparison_key(norm)
-    if re.fullmatch(r"-?\d+", key):
-        return True
-    m = _REDUCED.fullmatch(key)
-    if m is None:
+def _reduced_fraction(norm: str, *, radicals: bool = False) -> bool:
+    """An integer, or a fraction of integers in lowest terms (``\\frac{3}{4}``, ``\\frac 34``,
+    ``-3/4``); with ``radicals`` (the question asks for simplest radical form or for π) any
+    exact form without a decimal point (``\\frac{3\\sqrt{3}}{4}``)."""
+    if radicals:
+        return not _DECIMAL.search(norm)
+    try:
+        answer = parse_answer(norm)
+    except (ParseError, RecursionError):
         return False
-    n, d = int(m["n"] or m["n2"]), int(m["d"] or m["d2"])
-    return d > 1 and gcd(n, d) == 1
+    node = answer.node if isinstance(answer, Expr) else None
+    node = node.arg if isinstance(node, Neg) else node
+    if isinstance(node, Int):
+        return True
+    if not isinstance(node, Div):
+        return False
+    num = node.num.arg if isinstance(node.num, Neg) else node.num
+    if not (isinstance(num, Int) and isinstance(node.den, Int)):
+        return False
+    return node.den.value > 1 and gcd(num.value, node.den.value) == 1
+
+
+_DECIMAL = re.compile(r"\d\.\d|(?<!\d)\.\d")

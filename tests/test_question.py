@@ -22,6 +22,7 @@ ORDER = "Find all roots and list them in increasing order, separated by commas."
 INTEGER = "How many miles is that? Round to the nearest integer."
 UNIT = "How long is the rope, in centimeters?"
 BINOM = "Compute $\\dbinom{10}{3}$."
+RADICAL = "Express your answer as a common fraction in simplest radical form."
 
 # (pred, gold, question): right value, wrong form -> rejected with the question only
 WRONG_FORM = [
@@ -32,10 +33,14 @@ WRONG_FORM = [
     ("37 \\text{ m}", "37", UNIT),
     ("\\binom{10}{3}", "120", BINOM),
     ("\\dbinom{10}{3}", "120", BINOM),
+    ("1.299", "\\frac{3\\sqrt{3}}{4}", RADICAL),
 ]
 RIGHT_FORM = [
     ("\\frac{3}{4}", "\\frac34", FRACTION),
     ("3/4", "0.75", FRACTION),
+    ("\\frac 34", "0.75", FRACTION),  # a fraction without braces is a fraction
+    ("-\\frac{3}{4}", "-0.75", FRACTION),
+    ("\\frac{3\\sqrt{3}}{4}", "\\frac{3\\sqrt3}{4}", RADICAL),  # radicals asked for
     ("4\\pi", "4\\pi", PI),
     ("1, 2, 3", "1, 2, 3", ORDER),
     ("3", "3", INTEGER),
