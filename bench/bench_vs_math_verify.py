@@ -19,7 +19,11 @@ row is counted as not accepted and reported as undecided. boxed's timeouts and w
 per-row time, warm (imports done, workers started), one pass.
 
     python bench/mv_convert.py --from-mirrors /work/.mirror   # once: raw files -> rows.jsonl
-    python bench/bench_vs_math_verify.py [--limit N] [--misses PATH]
+    python bench/bench_vs_math_verify.py [--limit N] [--misses PATH] [--question]
+
+``--question`` adds a third row per set whose data ships the problem text: boxed given the
+question (``verify(..., question=...)``), which Math-Verify cannot use; the headline rows stay
+question-free, as a caller without the question grades.
 
 Prints a ``rich`` table per set and kind, and writes boxed's misclassified rows, grouped by a
 rough class (``mv_metrics.miss_class``), to ``--misses`` (outside the repository: the measured
@@ -128,8 +132,11 @@ def run_math_verify(rows: list[tuple[str, str, str]], row_timeout: float) -> Gra
 # boxed
 
 
-def run_boxed(rows: list[tuple[str, str, str]]) -> Graded:
-    """boxed on every row: ``verify`` for pairs, the ``binary`` reward path for solutions."""
+def run_boxed(
+    rows: list[tuple[str, str, str]], questions: list[str | None] | None = None
+) -> Graded:
+    """boxed on every row: ``verify`` for pairs, the ``binary`` reward path for solutions;
+    with ``questions`` (one per row, ``None`` for none), question-aware grading."""
     from scorer.equivalence import verify, warm_up
     from scorer.rewards import reward_config, score_text
     from scorer.verdict import Reason
@@ -139,17 +146,18 @@ def run_boxed(rows: list[tuple[str, str, str]]) -> Graded:
         verify(p, g)
     cfg = reward_config("binary")
     out = Graded()
-    for gold, answer, kind in rows:
+    for n, (gold, answer, kind) in enumerate(rows):
+        question = questions[n] if questions is not None else None
         t = time.perf_counter()
         if kind == "pair":
-            v = verify(answer, gold)
+            v = verify(answer, gold, question=question)
             dt = time.perf_counter() - t
             out.accepted.append(v.correct)
             out.decided.append(v.reason not in (Reason.TIMEOUT, Reason.ERROR))
             out.detail.append(v.reason)
             out.extracted.append(answer)
         else:
-            o = score_text(answer, gold, cfg)
+            o = score_text(answer, gold, cfg, question=question)
             dt = time.perf_counter() - t
             out.accepted.append(o.status == "correct")
             out.decided.append(o.status not in ("timeout", "error"))
@@ -253,6 +261,11 @@ def main() -> None:
     ap.add_argument("--misses", type=Path, default=MISSES)
     ap.add_argument("--markdown", action="store_true", help="also print the table as markdown")
     ap.add_argument("--per-class", type=int, default=60, help="rows listed per class and set")
+    ap.add_argument(
+        "--question",
+        action="store_true",
+        help="also grade with each row's question (boxed only; a third row per set that has them)",
+    )
     args = ap.parse_args()
 
     from rich.console import Console
@@ -263,6 +276,8 @@ def main() -> None:
     t0 = time.perf_counter()
     boxed = run_boxed(flat)
     t1 = time.perf_counter()
+    questions = [r.get("question") for rows in groups.values() for r in rows]
+    boxed_q = run_boxed(flat, questions) if args.question else None
     mv = run_math_verify(flat, args.row_timeout)
     t2 = time.perf_counter()
 
@@ -281,7 +296,10 @@ def main() -> None:
         n = len(rows)
         sl = slice(i, i + n)
         kept = [r for r in rows if not r.get("suspect")]
-        for grader, res in (("boxed", boxed), ("Math-Verify", mv)):
+        graders = [("boxed", boxed), ("Math-Verify", mv)]
+        if boxed_q is not None and any(r.get("question") for r in rows):
+            graders.append(("boxed + question", boxed_q))
+        for grader, res in graders:
             c, aside = headline(res.accepted[sl], res.decided[sl], rows)
             pos = sum(bool(r["label"]) for r in kept)
             cells = [
@@ -298,7 +316,7 @@ def main() -> None:
                 f"{aside.rows} ({aside.tp + aside.tn} agree)",
                 _rate(res.times[sl], res.decided[sl]),
             ]
-            table.add_row(*cells, end_section=grader == "Math-Verify")
+            table.add_row(*cells, end_section=grader == graders[-1][0])
             markdown.append("| " + " | ".join(cells) + " |")
         for k, r in enumerate(rows):
             j = i + k

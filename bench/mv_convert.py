@@ -10,7 +10,8 @@ Each normalized row is one labelled verdict the grader must reproduce::
 
     {"set": ..., "kind": "pair" | "solution", "id": ..., "gold": ..., "answer": ...,
      "label": true | false, "label_by": "human" | "auto", "source": "<repo>/<path>",
-     "suspect": null | "<why the gold contradicts the label>"}
+     "suspect": null | "<why the gold contradicts the label>",
+     "question": null | "<the problem text, when the data set ships it>"}
 
 ``kind == "pair"``: ``answer`` is the model's final answer as the data set itself marks it
 (the text after ``#### `` / ``A: `` / ``# Answer``), never re-extracted by a grader under test.
@@ -57,6 +58,7 @@ class Row:
     label_by: str
     source: str
     suspect: str | None = None
+    question: str | None = None  # the problem text, when the data set ships it
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,16 +188,17 @@ def convert_gsm8k_samples(lines: Iterable[str], source: str) -> Iterator[Row]:
         gold = marked_answer(rec["ground_truth"], _GSM_FINAL)
         if gold is None:
             continue
+        q = {"question": rec.get("question")}
         for model, sample in rec.items():
             if not isinstance(sample, dict) or "solution" not in sample:
                 continue
             sol = sample["solution"]
             label = bool(sample["is_correct"])
             rid = f"{n}:{model}"
-            yield Row("gsm8k-samples", "solution", rid, gold, sol, label, "auto", source)
+            yield Row("gsm8k-samples", "solution", rid, gold, sol, label, "auto", source, **q)
             ans = marked_answer(sol, _GSM_FINAL)
             if ans is not None:
-                yield Row("gsm8k-samples", "pair", rid, gold, ans, label, "auto", source)
+                yield Row("gsm8k-samples", "pair", rid, gold, ans, label, "auto", source, **q)
 
 
 def convert_mr_gsm8k(docs: Iterable[str], source: str) -> Iterator[Row]:
@@ -211,15 +214,16 @@ def convert_mr_gsm8k(docs: Iterable[str], source: str) -> Iterator[Row]:
             if rec.get("question_type") == "POT" or rec["uuid"] in seen or not _DIGIT.search(gold):
                 continue
             seen.add(rec["uuid"])
+            q = {"question": rec.get("question")}
             steps = [re.sub(r"^Step \d+:\s*", "", s) for s in rec["model_output_steps"]]
             sol = "\n".join(steps)
             label = rec["model_output_answer_correctness"] == "correct"
             rid = rec["uuid"]
-            yield Row("mr-gsm8k", "solution", rid, gold, sol, label, "human", source)
+            yield Row("mr-gsm8k", "solution", rid, gold, sol, label, "human", source, **q)
             ans = marked_answer(sol, _HASH_FINAL)
             if ans is not None:
                 ans = ans.splitlines()[0].strip()
-                yield Row("mr-gsm8k", "pair", rid, gold, ans, label, "human", source)
+                yield Row("mr-gsm8k", "pair", rid, gold, ans, label, "human", source, **q)
 
 
 def convert_mr_math(lines: Iterable[str], source: str) -> Iterator[Row]:
@@ -234,10 +238,11 @@ def convert_mr_math(lines: Iterable[str], source: str) -> Iterator[Row]:
         rec = json.loads(line)
         gold = str(rec["ground_truth_answer"]).strip()
         rid = f"{Path(source).stem}:{rec['id']}"
+        q = {"question": rec.get("question")}
         if "model_output_answer_correctness" in rec:
             sol = rec["model_output"]
             label = rec["model_output_answer_correctness"] == "correct"
-            yield Row("mr-math", "solution", rid, gold, sol, label, "human", source)
+            yield Row("mr-math", "solution", rid, gold, sol, label, "human", source, **q)
             ans = marked_answer(sol, _HASH_FINAL)
         else:
             steps = ["\n".join(s) for s in rec["model_output_step_format"]]
@@ -247,10 +252,10 @@ def convert_mr_math(lines: Iterable[str], source: str) -> Iterator[Row]:
                 continue
             sol = "\n\n".join(steps)
             label = rating > 0
-            yield Row("mr-math", "solution", rid, gold, sol, label, "human", source)
+            yield Row("mr-math", "solution", rid, gold, sol, label, "human", source, **q)
             ans = marked_answer(last, _PRM_FINAL)
         if ans is not None:
-            yield Row("mr-math", "pair", rid, gold, ans, label, "human", source)
+            yield Row("mr-math", "pair", rid, gold, ans, label, "human", source, **q)
 
 
 def convert_qwen_math_samples(lines: Iterable[str], source: str) -> Iterator[Row]:
@@ -263,14 +268,17 @@ def convert_qwen_math_samples(lines: Iterable[str], source: str) -> Iterator[Row
             continue
         rec = json.loads(line)
         gold = str(rec["gt"]).strip()
+        q = {"question": rec.get("question")}
         for k, (sol, pred, score) in enumerate(
             zip(rec["code"], rec["pred"], rec["score"], strict=True)
         ):
             rid = f"{rec['idx']}:{k}"
             label = bool(score)
-            yield Row("qwen-math-samples", "solution", rid, gold, sol, label, "auto", source)
+            yield Row("qwen-math-samples", "solution", rid, gold, sol, label, "auto", source, **q)
             if pred:
-                yield Row("qwen-math-samples", "pair", rid, gold, str(pred), label, "auto", source)
+                yield Row(
+                    "qwen-math-samples", "pair", rid, gold, str(pred), label, "auto", source, **q
+                )
 
 
 def _str_const(node: ast.expr) -> str | None:
@@ -407,12 +415,13 @@ def convert_rewardbench_math(docs: Iterable[str], source: str) -> Iterator[Row]:
                 if states_gold
                 else None
             )
+            q = {"question": rec["problem"]}
             yield Row(
-                "rewardbench-math", "solution", rid, gold, sol, label, "human", source, suspect
+                "rewardbench-math", "solution", rid, gold, sol, label, "human", source, suspect, **q
             )
             ans = last_box(steps[-1]) if steps else None
             if ans is not None:
-                yield Row("rewardbench-math", "pair", rid, gold, ans, label, "human", source)
+                yield Row("rewardbench-math", "pair", rid, gold, ans, label, "human", source, **q)
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,7 @@ def test_rewardbench_math_joins_the_gold_by_problem_and_pairs_only_boxed_steps()
         ("solution", "3", False, True),  # the gold's value in another notation
     ]
     assert rows[1].answer == "12"
+    assert {r.question for r in rows} == {"p1", "p2"}  # the problem text rides along
 
 
 @pytest.mark.parametrize(
@@ -316,6 +317,13 @@ def test_boxed_grades_pairs_with_verify_and_solutions_through_the_reward_path() 
     assert out.extracted == ["0.5", "8", "7", "7", None]
     assert out.detail[4].startswith("no_answer")
     assert all(t > 0 for t in out.times)
+
+
+def test_boxed_grades_with_the_question_when_given() -> None:
+    rows = [("2, 9", "9, 2", "pair"), ("2, 9", "So $x = \\boxed{9}$ or $\\boxed{2}$.", "solution")]
+    assert bench.run_boxed(rows).accepted == [False, False]  # in order without the question
+    questions = ["Find all real roots of $p$.", None]
+    assert bench.run_boxed(rows, questions).accepted == [True, False]  # "or" stays a hedge
 
 
 def test_math_verify_runs_in_a_child_on_the_same_rows() -> None:
