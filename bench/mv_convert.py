@@ -90,8 +90,9 @@ def _plain_number(answer: str) -> float | None:
 
 def suspect_reason(gold: str, answer: str | None, label: bool) -> str | None:
     """Why this row's label contradicts its own gold, or ``None``: the answer is the gold's
-    text labelled wrong, or both are plain numbers that differ and the answer is labelled
-    right. Decided from the data alone (a labeller's slip, not a grader's opinion)."""
+    text labelled wrong, both are plain numbers that differ and the answer is labelled right,
+    or a plain number is labelled right for a gold in words (``\\text{Navin}``). Decided from
+    the data alone (a labeller's slip, not a grader's opinion)."""
     if answer is None:
         return None
     if not label and plain_text(answer) == plain_text(gold):
@@ -101,7 +102,12 @@ def suspect_reason(gold: str, answer: str | None, label: bool) -> str | None:
         return "labelled right, a different number than the gold"
     if not label and g is not None and g == a:
         return "labelled wrong, the gold's number"
+    if label and a is not None and _WORD_GOLD.fullmatch(gold.strip()):
+        return "labelled right, a number for a gold in words"
     return None
+
+
+_WORD_GOLD = re.compile(r"(?:\\text\{)?\s*[A-Za-z][A-Za-z ]+\s*\}?")
 
 
 _MATH_SEGMENT = re.compile(r"\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)

@@ -193,6 +193,10 @@ def test_rewardbench_math_joins_the_gold_by_problem_and_pairs_only_boxed_steps()
         ("\\frac{1}{2}", "0.5", True, None),  # equal forms are the grader's business
         ("5", "6", False, None),
         ("5", None, False, None),
+        ("\\text{Maria}", "41.5", True, "in words"),  # a number is not a name
+        ("\\text{Maria}", "41.5", False, None),
+        ("\\text{Maria}", "\\text{Maria}", True, None),
+        ("x", "2", True, None),  # a one-letter gold is a variable, maybe an expression's
     ],
 )
 def test_suspect_reason_is_decided_by_the_data_alone(
