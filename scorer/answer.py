@@ -48,6 +48,7 @@ from scorer.normalize import (
     normalize_answer,
     restore_lost_escapes,
     stated_boxes,
+    stated_values,
     takes_back,
 )
 from scorer.parse import SEQ_SEP, ParseError, parse_answer
@@ -238,6 +239,8 @@ def _stated_in_box(content: str) -> str | None:
     answer is not } 37`` states nothing)."""
     if not looks_like_sentence(content):
         return content
+    if several_values(content):
+        return None  # ``\\text{40 for the 3 rows}`` states no one value
     return _without_box(content).answer
 
 
@@ -275,6 +278,8 @@ def _without_box(region: str) -> Found:
         answer = answer_from_segment(seg)
         if not answer.strip():
             return Found(None, "none")
+        if several_values(seg):
+            return Found(None, "phrase", hedge="several values after the final-answer phrase")
         if _computes_another_value(answer, region[after:]):
             return Found(None, "phrase", hedge="a different value computed after the answer")
         return Found(answer, "phrase")
@@ -289,6 +294,23 @@ def _without_box(region: str) -> Found:
     if _doubted(region, start, end):
         return Found(None, "none")
     return Found(answer, "expression")
+
+
+_NAME = re.compile(r"[A-Za-z]+(?:_\{?\w+\}?)?(?:\([A-Za-z, ]*\))?|\\(?:overline|angle)\{?[A-Z]+\}?")
+
+
+def several_values(prose: str) -> bool:
+    """Whether ``prose`` states more than one different value (``12 apples in 3 baskets``;
+    ``x = 5`` and ``5`` are one value, and so are ``18`` and ``18.00``): then it states no
+    answer, rather than its last number."""
+    keys = set()
+    for body in stated_values(prose):
+        if _NAME.fullmatch(normalize_answer(body)):
+            continue  # ``The largest $n$ is 34``: a name, not a value
+        last = body.rsplit("=", 1)[-1]
+        value = exact_number(last)
+        keys.add(value if value is not None else comparison_key(normalize_answer(last)))
+    return len(keys) > 1
 
 
 def _computes_another_value(answer: str, rest: str) -> bool:

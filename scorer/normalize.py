@@ -394,6 +394,15 @@ def extract_final_answer(text: str, *, gold: bool = False) -> str:
     return find_answer(text, gold=gold).shown() or ""
 
 
+def stated_values(s: str) -> list[str]:
+    """Every value a prose text states: its math segments and numbers, each read as the
+    formula it belongs to (linked by *and* / commas: one list); ``[s]`` when it is not prose.
+    Several different ones in a final-answer phrase or a box's prose are no single answer."""
+    if not (math_segments(s) or looks_like_sentence(s)) or _math_mode(s):
+        return [s]
+    return [body for _start, _end, body in _math_and_number_candidates(s)] or [s]
+
+
 def answer_from_segment(s: str) -> str:
     """The answer a text without a box states (see :func:`answer_span`)."""
     return answer_span(s)[0]

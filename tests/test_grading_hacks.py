@@ -164,6 +164,9 @@ HACKS: dict[str, list[tuple[str, str]]] = {
         # the gold written unevaluated as the final answer, then a different value computed
         ("The final answer is $\\binom{7}{3}$. Working it out, $7 \\cdot 6 / 2 = 21$.", "35"),
         ("My answer is 30 + 7. So it comes to 30 + 7 = 38.", "37"),
+        # prose after the phrase or in a box stating two values, the gold last
+        ("The answer is 40, for the 37 rows.", "37"),
+        ("\\boxed{\\text{40 for the 37 rows}}", "37"),
         # a variable read as a choice letter
         ("So every point has the same height $c$.", "\\text{(C)}"),
         ("The correct option is (E), since the height is $c$.", "\\text{(C)}"),

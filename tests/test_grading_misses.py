@@ -88,3 +88,33 @@ def test_choice_letters_and_variables(pred: str, gold: str, correct: bool) -> No
 )
 def test_a_choice_in_a_box_is_no_factor(text: str, gold: str, correct: bool) -> None:
     assert verify(text, gold).correct is correct
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [
+        # a phrase or a box whose prose states two values is no answer, never its last number
+        ("The answer is 40, for the 3 rows.", "3"),
+        ("The final answer is 12 apples in 3 baskets.", "3"),
+        ("Final answer: 40, since there are 3 rows.", "3"),
+        ("\\boxed{\\text{40 for the 3 rows}}", "3"),
+        ("The answer is 40 for all 3 rows.", "40"),  # ambiguous either way: no answer
+    ],
+)
+def test_prose_stating_several_values_states_no_answer(text: str, gold: str) -> None:
+    assert not verify(text, gold).correct
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [
+        ("The answer is 40 apples.", "40"),
+        ("The answer is $x = 5$.", "5"),
+        ("The answer is 18 (she makes $18 a day).", "18"),  # the same value twice
+        ("The answer is 5 + 7 = 12 apples.", "12"),  # one formula
+        ("The answer is 2 and 3.", "2, 3"),  # one list
+        ("\\boxed{\\text{The total is } 37}", "37"),
+    ],
+)
+def test_prose_stating_one_value_is_still_read(text: str, gold: str) -> None:
+    assert verify(text, gold).correct
