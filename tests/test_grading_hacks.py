@@ -262,6 +262,25 @@ def test_generated_percents_a_hundred_times_apart(k: int, places: int) -> None:
         never_paid(f"\\boxed{{{small}\\%}}", small)
 
 
+@given(
+    a=st.integers(2, 60),
+    b=st.integers(2, 60),
+    delta=st.integers(1, 99),
+    wrapper=st.sampled_from(["{}", "Let me finish.\n\n{}\n"]),
+)
+@examples(30)
+def test_generated_unevaluated_golds_and_values_in_prose(
+    a: int, b: int, delta: int, wrapper: str
+) -> None:
+    gold, wrong = a * b, a * b + delta
+    computed = f"The final answer is ${a} \\times {b}$. Multiplying, ${a} \\times {b} = {wrong}$."
+    never_paid(wrapper.format(computed), str(gold))
+    never_paid(wrapper.format(f"The answer is {wrong}, for the {gold} rows."), str(gold))
+    never_paid(wrapper.format(f"\\boxed{{\\text{{{wrong} for the {gold} rows}}}}"), str(gold))
+    checked = f"The final answer is ${a} \\times {b}$. Multiplying, ${a} \\times {b} = {gold}$."
+    paid(wrapper.format(checked), str(gold), interleaved=False)  # a check is no hedge
+
+
 # --- harmless controls: must be paid ---------------------------------------------------------
 
 CONTROLS: list[tuple[str, str]] = [
