@@ -54,7 +54,10 @@ _SET_TEXT = re.compile(r"\\\{(?P<items>.*)\\\}", re.DOTALL)
 def as_sequence(norm: str, answer: Answer) -> str:
     """The normalized answer ``norm`` (parsed: ``answer``) written as a tuple, so that it is
     compared item by item in order: ``4, 10, -2`` and ``\\{4, 10, -2\\}`` -> ``(4, 10, -2)``.
-    ``x \\in \\{4, 10, -2\\}`` is its set. Any other answer is returned as it is."""
+    ``x \\in \\{4, 10, -2\\}`` is its set. An answer written with ``\\pm`` is its two values in
+    no order (``\\pm 2`` = ``-2, 2``), and any other answer is returned as it is."""
+    if _PLUS_MINUS.search(norm):
+        return norm
     if isinstance(answer, In) and "\\in" in norm:
         return as_sequence(norm.split("\\in", 1)[1], answer.domain)
     if not isinstance(answer, Coll) or answer.kind not in ORDERED_ANSWER_KINDS:

@@ -55,6 +55,9 @@ def test_which_gold_lists_are_lists_of_values(gold: str, of_values: bool) -> Non
         ("y = 3, x = 6", "x = 6, y = 3", True),  # labelled: matched by label
         ("D, B", "B, D", True),  # choice letters: a set
         ("8, 5", "\\{5, 8\\}", True),  # the gold is a set: any order
+        ("\\pm 4", "-4, 4", True),  # an answer written with \\pm: two values in no order
+        ("x = \\pm 4", "4, -4", True),
+        ("4, -4", "\\pm 4", True),
     ],
 )
 def test_bare_lists_without_a_question(pred: str, gold: str, correct: bool) -> None:
