@@ -49,6 +49,7 @@ CONFIG = GuestConfig(
     preload_at_start=True,
     reuse=True,
     bootstrap="print()",
+    env=["PATH=/usr/bin", "LANG=C.UTF-8"],
     session=SessionLimits(memory_mb=512, cpu_budget=30.0),
     zygote=ZygoteLink(socket=5, report=6, heavy=True),
 )

@@ -43,6 +43,7 @@ from ..settings import Settings
 from .base import BackendHealth, SandboxError, SessionSpec
 from .host_uids import UID_LABEL, Lease, sandbox_uids
 from .supervised import (
+    SANDBOX_ENV,
     Preload,
     SocketStream,
     SupervisedSandbox,
@@ -67,16 +68,6 @@ UID_LIST_TTL = 1.0  # longest a listing of the engine's sandbox uids is trusted
 WARMUP_TIMEOUT = 60.0
 DIAGNOSTICS_KEPT = 2000
 GVISOR_HOST_PIDS = 16384  # host tasks of one gVisor sandbox: the sentry's, the gofer's, stubs
-SANDBOX_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/tmp",
-    "LANG": "C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    # numeric libraries otherwise start one thread per host core, which pids_limit refuses
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-}
 # The supervisor's only privileges: dropping a child's ids and killing what the snippet left
 # (docs/process-mode.md, threat model).
 SUPERVISOR_CAPS = ["SETUID", "SETGID", "KILL"]

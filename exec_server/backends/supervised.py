@@ -52,6 +52,18 @@ SETTLE_TIMEOUT = 10.0
 REUSABLE = (Status.OK, Status.ERROR)
 MAX_PARSED_CODE = 64 * 1024  # longer code is not parsed to choose the interpreter: preloaded
 _STDLIB = sys.stdlib_module_names
+# Every snippet's environment, whatever the container's: the guest programs set it from
+# their configuration and run with none of their own (guest/bootstrap.py).
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    # numeric libraries otherwise start one thread per host core, which pids_limit refuses
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 # The result of a run whose supervisor the OOM killer took.
 LOST_TO_OOM = RunReport(
     exit_code=128 + 9,
@@ -171,6 +183,7 @@ def supervisor_config(
         nproc=nproc,
         reuse=reuse,
         bootstrap=bootstrap_source(),  # what the supervisor starts its zygotes with
+        env=[f"{name}={value}" for name, value in SANDBOX_ENV.items()],
         # the session program instead of the one-shot supervisor
         program="supervisor" if session is None else "session",
         session=None

@@ -14,6 +14,11 @@ from outside the container (through ``/proc/<pid>/root``), or the host writes a 
 to say that it cannot and keeps the attach stream. The connection then becomes the program's
 stdin and stdout, the path is removed and the listener closed, all before the program starts:
 no snippet ever runs while anyone could connect.
+
+The program runs with an empty environment: it starts itself again without one when it has
+any (as the engine starts it), since what ``/proc/<pid>/environ`` shows is the initial stack,
+which gVisor before ``release-20251215.0`` shows every uid. The environment its snippets get is
+the configuration's ``env`` (also for the zygotes, which the supervisor starts with none).
 """
 
 import base64
@@ -24,6 +29,17 @@ import socket
 import sys
 import types
 import zlib
+
+
+def start_again_without_environment():
+    """Exec this program again with an empty environment, unless it has none already.
+    ``-X utf8=0`` keeps the interpreter as ``LANG=C.UTF-8`` set it up: without a locale in the
+    environment Python would turn its UTF-8 mode on (``sys.flags.utf8_mode``)."""
+    with open("/proc/self/environ", "rb") as f:
+        if not f.read(1):
+            return
+    utf8 = [] if "utf8" in sys._xoptions else ["-X", "utf8=0"]
+    os.execve(sys.executable, [sys.executable, *utf8, *sys.orig_argv[1:]], {})
 
 
 def serve_over_socket(path):
@@ -44,6 +60,7 @@ def serve_over_socket(path):
     os.unlink(path)
 
 
+start_again_without_environment()
 package = types.ModuleType("boxed_guest")
 package.__path__ = []
 # the supervisor starts its zygotes with some of them
@@ -59,4 +76,6 @@ del name, source, module
 config = package.protocol.GuestConfig.from_wire(json.loads(sys.argv[2]))  # checks the version
 if config.socket:
     serve_over_socket(config.socket)
+os.environ.clear()  # the interpreter's own (its locale coercion sets LC_CTYPE)
+os.environ.update(entry.split("=", 1) for entry in config.env)
 getattr(package, config.program).main(config)

@@ -100,7 +100,7 @@ def read_files_section(read):
 
 
 # -- the typed messages ----------------------------------------------------------------------
-VERSION = 2
+VERSION = 3
 """The protocol's version: a change to any record below changes it."""
 
 
@@ -208,6 +208,7 @@ class GuestConfig(Message):
     preload_at_start: bool  # the heavy zygote starts at once, not at the first heavy snippet
     reuse: bool  # diagnostics only: the host decides reuse
     bootstrap: str | None  # the program the supervisor starts its zygotes with
+    env: list[str]  # every snippet's environment, NAME=value (the guest programs have none)
     program: str = "supervisor"  # the module whose ``main`` runs: or "session", "zygote"
     socket: str | None = None  # serve over a unix socket at this path (``bootstrap``)
     session: SessionLimits | None = None  # the session program's limits

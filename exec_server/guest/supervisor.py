@@ -136,13 +136,14 @@ class _Zygote:
         if self.pid == 0:
             try:
                 # Nothing of the supervisor's but the socket and the report page goes across
-                # (every other descriptor is close-on-exec), not even the host's stream.
+                # (every other descriptor is close-on-exec), not even the host's stream, nor
+                # an environment (the zygote sets its snippets' own: bootstrap.py).
                 null = os.open(os.devnull, os.O_RDWR)
                 os.dup2(null, 0)
                 os.dup2(null, 1)
                 for fd in (theirs.fileno(), _report_fd):
                     os.set_inheritable(fd, True)
-                os.execv(command[0], command)
+                os.execve(command[0], command, {})
             finally:
                 os._exit(zygote.SETUP_FAILED)
         theirs.close()

@@ -17,6 +17,9 @@ program exits; a restarted container finds the marker it left in its state direc
 refuses to serve again, since ``/tmp`` may hold what a snippet left: the service deletes such
 pods (their restart count is not zero), and the controller replaces them with fresh ones.
 
+Like ``bootstrap.py``, it runs with an empty environment (it starts itself again without the
+pod's), and the supervisor's snippets get the configuration's ``env``.
+
 Wire format of the hand-shake (before the protocol starts):
   sandbox -> service: ``GREETING``, a 32-byte challenge
   service -> sandbox: a 32-byte nonce, ``proof(key, SERVICE, challenge, nonce)``
@@ -95,6 +98,16 @@ def authenticate(conn, key_path):
     return os.waitstatus_to_exitcode(status) == AUTH_OK
 
 
+def start_again_without_environment():
+    """Exec this program again with an empty environment, unless it has none already (as
+    ``bootstrap.py`` does, and why)."""
+    with open("/proc/self/environ", "rb") as f:
+        if not f.read(1):
+            return
+    utf8 = [] if "utf8" in sys._xoptions else ["-X", "utf8=0"]
+    os.execve(sys.executable, [sys.executable, *utf8, *sys.orig_argv[1:]], {})
+
+
 def accept_service(server, key_path):
     """Wait for a connection that passes the hand-shake (probes and strangers are dropped)."""
     while True:
@@ -155,10 +168,13 @@ def serve(port, key_path, state_dir, host="::", private_dirs=()):
     os.dup2(conn.fileno(), 0)
     os.dup2(conn.fileno(), 1)
     conn.close()
+    os.environ.clear()
+    os.environ.update(entry.split("=", 1) for entry in config.env)
     getattr(package, config.program).main(config)
 
 
 def main(argv=None):
+    start_again_without_environment()
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--port", type=int, default=7000)
     parser.add_argument("--host", default="::")
