@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
+from exec_server.backends.docker import DockerBackend
 from exec_server.backends.supervised import SANDBOX_ENV
+from exec_server.settings import Settings
 from tests.private_docker import RUNSC
-
-pytestmark = pytest.mark.docker
 
 # Entries that show a process's memory, environment, descriptors or directories: closed to a
 # snippet on runc (and on gVisor from the release that checks them).
@@ -33,7 +33,7 @@ FILES = ("environ", "auxv", "maps", "smaps", "mem")
 LINKS = ("cwd", "root", "exe")
 # What every uid reads of any process, on Linux and gVisor alike (none holds a secret:
 # tests/test_sandbox_reach.py searches cmdline).
-SHOWN = ("cmdline", "stat", "status", "comm", "limits")
+SHOWN = ("cmdline", "stat", "status", "comm")
 # What gVisor before FIXED_GVISOR lets another uid read (mode 0444, no ptrace check).
 OLD_GVISOR_OPEN = {"auxv", "maps", "smaps", "fd"}
 FIXED_GVISOR = 20251215  # release-20251215.0: "proc: fix security checks on /proc/pid files"
@@ -128,7 +128,8 @@ def check(seen: dict[str, Any], runtime: str) -> None:
         for name in (*FILES[1:], *LINKS, "fd"):
             readable = row[name] == "read" or row[name].startswith("read: ")
             assert readable == (name in gap), f"/proc/{pid}/{name} of root: {row[name]!r}"
-        assert all(row[name] == "read" for name in SHOWN), row
+        shown = {name: row[name] for name in SHOWN}
+        assert set(shown.values()) == {"read"}, f"/proc/{pid}: {shown}"
         # closed, or open and empty: a root process holds no environment
         assert row["environ"] in ("PermissionError", ""), f"/proc/{pid}/environ: {row}"
         for link, modes in row["open fds"].items():
@@ -144,6 +145,7 @@ def variant_runtime(request: pytest.FixtureRequest) -> str:
     return request.node.callspec.params["boxed_service"].runtime
 
 
+@pytest.mark.docker
 def test_a_snippet_reads_nothing_of_the_root_processes(
     boxed_service: str, request: pytest.FixtureRequest
 ) -> None:
@@ -155,6 +157,7 @@ def test_a_snippet_reads_nothing_of_the_root_processes(
     check(json.loads(data["stdout"]), variant_runtime(request))
 
 
+@pytest.mark.docker
 def test_a_session_call_reads_nothing_of_the_root_processes(
     boxed_service: str, request: pytest.FixtureRequest
 ) -> None:
@@ -171,3 +174,30 @@ def test_a_session_call_reads_nothing_of_the_root_processes(
             http.delete(f"/sessions/{sid}")
     assert data["status"] == "ok", data["stderr"]
     check(json.loads(data["stdout"]), variant_runtime(request))
+
+
+class InspectOnly:
+    """An engine API that answers only ``inspect_image``, with an image's ``ENV``."""
+
+    def __init__(self, env: list[str]) -> None:
+        self.env, self.inspected = env, []
+
+    def inspect_image(self, image: str) -> dict[str, Any]:
+        self.inspected.append(image)
+        return {"Id": image, "Config": {"Env": self.env}}
+
+
+def test_an_images_env_reaches_snippets_under_the_services_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guest has no environment of its own, so the backend puts in the configuration what
+    the engine's merge gave before: the image's ENV (an operator image's own variables), with
+    the service's over it; each image is inspected once, the pinned one when there is one."""
+    api = InspectOnly(["PATH=/opt/tool/bin", "JAVA_HOME=/opt/jdk", "LANG=fr_FR", "BROKEN"])
+    monkeypatch.setattr(DockerBackend, "api", property(lambda self: api))
+    backend = DockerBackend(Settings(sandbox_image="operator:1"), reuse=True)
+    env = dict(entry.split("=", 1) for entry in backend.snippet_env())
+    assert env == {**SANDBOX_ENV, "JAVA_HOME": "/opt/jdk"}
+    backend.pinned_image = "sha256:checked"
+    assert backend.snippet_env() == backend.snippet_env()
+    assert api.inspected == ["operator:1", "sha256:checked"]

@@ -267,6 +267,7 @@ class DockerBackend:
         # The image id the service checked (``exec_server.images``): containers are made
         # from it, not from the tag, which may have moved to an image not checked yet.
         self.pinned_image: str | None = None
+        self._image_env: dict[str, list[str]] = {}  # each image's ENV (``snippet_env``)
         self.labels = {
             SERVICE_LABEL: "boxed",
             INSTANCE_LABEL: settings.instance_label,
@@ -301,10 +302,21 @@ class DockerBackend:
             user=(lease.uid, lease.gid),
             session=session,
         )
+        config = dataclasses.replace(config, env=self.snippet_env())
         if direct:
             config = dataclasses.replace(config, socket=SOCKET_PATH)
         wire = json.dumps(config.to_wire())
         return ["python3", "-I", "-u", "-c", bootstrap_source(), packed_sources(), wire]
+
+    def snippet_env(self) -> list[str]:
+        """Every snippet's environment: the image's ``ENV`` with the service's variables over it,
+        as the engine merges them. The guest runs with no environment of its own and gives its
+        snippets this one, from its configuration (``guest/bootstrap.py``)."""
+        image = self.pinned_image or self.settings.sandbox_image
+        if image not in self._image_env:  # an image's ENV never changes: inspected once
+            self._image_env[image] = self.api.inspect_image(image)["Config"].get("Env") or []
+        merged = dict(entry.split("=", 1) for entry in self._image_env[image] if "=" in entry)
+        return [f"{name}={value}" for name, value in {**merged, **SANDBOX_ENV}.items()]
 
     def container_labels(self, lease: Lease, session: SessionSpec | None = None) -> dict[str, str]:
         """The labels of a new container: the backend's, its uid (``uid_in_use``), and a

@@ -52,8 +52,9 @@ SETTLE_TIMEOUT = 10.0
 REUSABLE = (Status.OK, Status.ERROR)
 MAX_PARSED_CODE = 64 * 1024  # longer code is not parsed to choose the interpreter: preloaded
 _STDLIB = sys.stdlib_module_names
-# Every snippet's environment, whatever the container's: the guest programs set it from
-# their configuration and run with none of their own (guest/bootstrap.py).
+# The variables every snippet gets (over its image's ENV on Docker: DockerBackend.snippet_env),
+# whatever the container's: the guest programs set them from their configuration and run with
+# none of their own (guest/bootstrap.py).
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
