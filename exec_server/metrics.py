@@ -48,6 +48,14 @@ SESSIONS_LOST = Counter(
     "Sessions whose interpreter a call ended or a limit killed, by verdict.",
     ["status"],
 )
+SESSION_POOL_READY = Gauge(
+    "boxed_session_pool_ready", "Warm session sandboxes ready to hand out, by image.", ["image"]
+)
+SESSION_SANDBOXES = Counter(
+    "boxed_session_sandboxes_total",
+    "Sandboxes sessions were created with: warm (from the pool) or cold (started for it).",
+    ["start"],
+)
 JUDGE_TESTS = Counter("boxed_judge_tests_total", "Tests judged, by status.", ["status"])
 RESULT_CACHE = Counter(
     "boxed_result_cache_total",

@@ -40,9 +40,11 @@ from .backends.base import (
     SessionSpec,
 )
 from .engine import Engine
+from .images import DEFAULT
 from .limits import resolve_limits
 from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
 from .request_errors import RequestError, ServiceUnavailable
+from .session_pool import SessionPool
 from .settings import MIN_MEMORY_MB, Settings
 from .verdict import NotAVerdict, SnippetResult, Status, decide
 
@@ -78,6 +80,16 @@ class SessionLimits:
     cpu_timeout: float | None
     idle_timeout: float
     max_lifetime: float
+
+
+def sandbox_spec(
+    memory_mb: int, max_lifetime: float, settings: Settings, session_id: str
+) -> SessionSpec:
+    """What a session's sandbox is started with: its memory limit, and a CPU budget for its
+    whole life (a backstop: its lifetime at every CPU it may use)."""
+    return SessionSpec(
+        memory_mb=memory_mb, cpu_budget=max_lifetime * settings.cpus, session_id=session_id
+    )
 
 
 def resolve_session_limits(req: SessionCreateRequest, settings: Settings) -> SessionLimits:
@@ -220,6 +232,30 @@ class SessionManager:
         self._removing: dict[str, SessionSandbox] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.ids = SessionIds(engine.settings.instance_label)
+        self.pools = self._warm_pools()
+
+    def _warm_pools(self) -> dict[str, SessionPool]:
+        """The warm pools by image name: the default image's only, for now (none when its
+        size or ``max_sessions`` is 0)."""
+        s = self.settings
+        size = min(s.session_pool_size, s.max_sessions)
+        if size == 0:
+            return {}
+        image = self.engine.image(DEFAULT)
+        template = sandbox_spec(
+            image.settings.memory_mb_default, image.settings.session_lifetime_default, s, ""
+        )
+        pool = SessionPool(
+            self.engine.backend_for(image),
+            template,
+            size,
+            image=image.name,
+            new_id=self.ids.new,
+            # as the engine pauses its pools: the backend down, or the image not checked
+            can_make=lambda: self.engine.health.ok and image.serving,
+            parallel=s.warmup_parallelism,
+        )
+        return {image.name: pool}
 
     # -- bookkeeping ---------------------------------------------------------------------
     @property
@@ -228,11 +264,15 @@ class SessionManager:
 
     def readiness(self) -> dict[str, Any]:
         """Its part of ``/readyz``."""
-        return {"sessions_open": self.open_count}
+        return {
+            "sessions_open": self.open_count,
+            "session_pool_ready": {name: p.ready_count for name, p in self.pools.items()},
+        }
 
     def sandbox_ids(self) -> set[str]:
         """Sandboxes the sessions hold (open ones and those being removed): not orphans."""
-        return {s.sandbox.id for s in self._open.values()} | set(self._removing)
+        warm = set().union(*(pool.sandbox_ids() for pool in self.pools.values()))
+        return {s.sandbox.id for s in self._open.values()} | set(self._removing) | warm
 
     def _count(self) -> None:
         metrics.SESSIONS_OPEN.set(len(self._open))
@@ -297,21 +337,24 @@ class SessionManager:
         if held >= self.settings.sessions_per_tenant:
             raise Overloaded(f"this tenant holds {held} sessions: its quota")
         self.engine.check_available(image)
-        cpus = self.settings.cpus
-        # The id is made first, so the sandbox carries it (a container label) from the start.
-        session_id = self.ids.new()
-        spec = SessionSpec(
-            memory_mb=limits.memory_mb,
-            cpu_budget=limits.max_lifetime * cpus,
-            session_id=session_id,
-        )
-        self._creating[tenant] += 1
-        try:
-            sandbox = await self.engine.backend_for(image).create_session(spec)
-        except SandboxError as exc:
-            raise ServiceUnavailable(f"cannot start a session: {exc}") from exc
-        finally:
-            self._creating[tenant] -= 1
+        # The id is made first, so the sandbox carries it (a container label) from the start;
+        # a warm sandbox was made with the id of the session it serves.
+        spec = sandbox_spec(limits.memory_mb, limits.max_lifetime, self.settings, self.ids.new())
+        pool = self.pools.get(image.name)
+        warm = pool.take(spec) if pool is not None else None
+        if warm is not None:
+            session_id, sandbox = warm.session_id, warm.sandbox
+            metrics.SESSION_SANDBOXES.labels("warm").inc()
+        else:
+            session_id = spec.session_id
+            self._creating[tenant] += 1
+            try:
+                sandbox = await self.engine.backend_for(image).create_session(spec)
+            except SandboxError as exc:
+                raise ServiceUnavailable(f"cannot start a session: {exc}") from exc
+            finally:
+                self._creating[tenant] -= 1
+            metrics.SESSION_SANDBOXES.labels("cold").inc()
         now = time.monotonic()
         session = _Session(
             session_id, sandbox, limits, now, time.time(), now, tenant, owner, image.name
@@ -457,7 +500,11 @@ class SessionManager:
         return len(due)
 
     async def run_upkeep(self) -> None:
-        """Expire due sessions every ``session_check_interval`` seconds, until cancelled."""
+        """Keep the warm pools filled, and expire due sessions every
+        ``session_check_interval`` seconds, until cancelled."""
+        await asyncio.gather(self._expire_loop(), *(p.run() for p in self.pools.values()))
+
+    async def _expire_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.session_check_interval)
             try:
@@ -466,7 +513,10 @@ class SessionManager:
                 log.exception("session expiry failed")
 
     async def close_all(self) -> None:
-        """Remove every session (service stop) and wait until their sandboxes are gone."""
+        """Remove every session and warm sandbox (service stop) and wait until their
+        sandboxes are gone."""
+        for pool in self.pools.values():
+            await pool.stop()
         stopped = Failure.of(FailureCode.SESSION_LOST)
         for session in list(self._open.values()):
             self._forget(session, "is lost: the service stopped", stopped)

@@ -24,6 +24,7 @@ MIN_MEMORY_MB = 64
 SANDBOX_UIDS = "1879048192-1879113727"
 MAX_SANDBOX_UID = 2**31 - 2  # larger ids break tools that read them signed
 MAX_SANDBOX_UIDS = 1 << 20  # uids in the range at most
+SESSION_POOL_MAX = 16  # warm session sandboxes per image at most
 
 
 @dataclass(frozen=True)
@@ -403,6 +404,15 @@ class Settings(BaseSettings):
     )
     session_check_interval: float = Field(
         default=1.0, gt=0, description="How often (seconds) sessions are checked for expiry."
+    )
+    session_pool_size: int = Field(
+        default=2,
+        ge=0,
+        le=SESSION_POOL_MAX,
+        description="Warm session sandboxes kept ready per image, so that POST /sessions "
+        "answers without starting one; each serves one session only, and counts against no "
+        f"quota until handed out. At most {SESSION_POOL_MAX}, and at most BOXED_MAX_SESSIONS "
+        "are kept; 0: every session starts its own sandbox.",
     )
 
     @field_validator(

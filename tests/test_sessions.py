@@ -31,7 +31,9 @@ def service(
     behaviour: Any = None, **settings: Any
 ) -> Iterator[tuple[TestClient, FakeBackend, Executor]]:
     """The real app over a real executor whose backend is the fake (calls answer their code
-    on stdout unless ``behaviour`` says otherwise)."""
+    on stdout unless ``behaviour`` says otherwise). No warm pool unless asked: these tests
+    count session sandboxes (the pool's own are in tests/test_session_pool.py)."""
+    settings.setdefault("session_pool_size", 0)
     s = Settings(instance="fake", isolation="container", pool_size=1, **settings)
     fake = FakeBackend(behaviour or (lambda job: observed(stdout=job.code.encode())))
     executor = Executor(s, backends={"container": fake})
