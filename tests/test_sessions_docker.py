@@ -67,6 +67,7 @@ def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
         **(PODS.env if pods else {}),
         BOXED_POOL_SIZE="1",
         BOXED_STRICT_POOL_SIZE="0",
+        BOXED_SESSION_POOL_SIZE="0",  # none_left() counts session containers: no warm ones
         BOXED_MAX_SESSIONS="40",
         BOXED_MAX_SESSIONS_PER_TENANT="40",  # the 32 sessions at once are one tenant's
         BOXED_SESSION_CHECK_INTERVAL="0.2",
