@@ -1,13 +1,19 @@
-"""Session figures beside one-shot /execute, in one run on one service:
+"""Session figures beside one-shot /execute, in one run on one service.
 
-    python bench/bench_sessions.py [--sessions N] [--calls N]
+    python bench/bench_sessions.py [--url URL] [--sessions N] [--calls N]
 
-Starts its own service (process mode, default settings) on a free loopback port, then
-measures, one request at a time: session creation (``POST /sessions``) and deletion, a trivial
-call in a session (``POST /sessions/{id}/execute``) beside the same snippet as one-shot
-``POST /execute``, and ``import sympy`` as the first call of a session (cold) beside a later
-call that uses it (kept) and beside one-shot /execute (its preloaded zygote). Prints a
-markdown table of latencies (ms).
+Starts its own service (process mode, default settings: a warm pool of 2 session sandboxes) on
+a free loopback port, or measures the one at ``--url``. One request at a time, it measures:
+
+* creating a session from the warm pool (``POST /sessions`` while the pool holds one) beside a
+  cold create (limits the warm sandboxes were not made with: a container started for it), and
+  how long the pool takes to refill after a warm create;
+* deleting a session (its sandbox gone);
+* a trivial call in a session beside the same snippet one-shot (``POST /execute``);
+* ``import sympy`` as a session's first call, a later sympy call, and sympy one-shot.
+
+Each measure is one function that returns its rows; ``MEASURES`` lists them in table order
+(add a measure there). Prints a table of latencies (ms) with rich.
 """
 
 from __future__ import annotations
@@ -16,28 +22,45 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from rich.console import Console
+from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.service import ServiceProcess  # noqa: E402
 
 TRIVIAL = "print(1)"
 SYMPY = "import sympy\nprint(sympy.sqrt(8))"
+POLL = 0.002  # seconds between looks at the warm pool
+POOL_WAIT = 60.0  # longest wait for the pool to hold a sandbox
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measure: its name and the seconds of each request (or wait) it timed."""
+
+    name: str
+    seconds: list[float]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Options:
+    sessions: int
+    calls: int
+
+
+Measure = Callable[[httpx.Client, Options], list[Row]]
 
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
-def row(name: str, seconds: list[float]) -> str:
-    ms = [s * 1000 for s in seconds]
-    return (
-        f"| {name} | {len(ms)} | {pct(ms, 50):.1f} | {pct(ms, 90):.1f} | "
-        f"{statistics.mean(ms):.1f} |"
-    )
 
 
 def timed(
@@ -51,43 +74,152 @@ def timed(
     return elapsed, response
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=20, help="sessions made and deleted")
-    parser.add_argument("--calls", type=int, default=200, help="calls of each kind")
-    args = parser.parse_args()
+def pool_ready(http: httpx.Client) -> int:
+    """Warm sandboxes of the default image the service holds now (0: none, or no pool)."""
+    return http.get("/readyz").json().get("session_pool_ready", {}).get("default", 0)
+
+
+def wait_pool(http: httpx.Client, at_least: int) -> float:
+    """Seconds until the pool holds ``at_least`` warm sandboxes."""
+    started = time.perf_counter()
+    while pool_ready(http) < at_least:
+        if time.perf_counter() - started > POOL_WAIT:
+            raise TimeoutError(f"the warm pool did not reach {at_least} in {POOL_WAIT} s")
+        time.sleep(POLL)
+    return time.perf_counter() - started
+
+
+def session_path(response: httpx.Response) -> str:
+    return f"/sessions/{response.json()['session_id']}"
+
+
+# -- the measures ------------------------------------------------------------------------
+def measure_create(http: httpx.Client, opts: Options) -> list[Row]:
+    """Warm and cold creates, taking turns so that both see the same machine, and the pool's
+    refill after each warm one. A cold create asks a lifetime 1 s short of the default: the
+    warm sandboxes were made with the default (their CPU budget), so it starts its own."""
+    probe = http.post("/sessions", json={})
+    probe.raise_for_status()
+    lifetime = probe.json()["max_lifetime"]
+    http.delete(session_path(probe))
+    size = http.get("/readyz").json().get("session_pool_size", {}).get("default", 0)
+    warm, refill, cold = [], [], []
+    for _ in range(opts.sessions):
+        if size:
+            wait_pool(http, size)
+            seconds, made = timed(http, "POST", "/sessions", {})
+            warm.append(seconds)
+            refill.append(wait_pool(http, size))
+            http.delete(session_path(made))
+        seconds, made = timed(http, "POST", "/sessions", {"max_lifetime": lifetime - 1})
+        cold.append(seconds)
+        http.delete(session_path(made))
+    rows = [Row("POST /sessions, cold (a container started for it)", cold)]
+    if size:
+        rows[:0] = [
+            Row("POST /sessions, warm (the pool held one)", warm),
+            Row(f"warm pool refilled to {size} after a warm create", refill, "background"),
+        ]
+    return rows
+
+
+def measure_delete(http: httpx.Client, opts: Options) -> list[Row]:
+    """``DELETE /sessions/{id}`` of a session that ran a call: answered once its sandbox is
+    gone."""
+    seconds = []
+    for _ in range(opts.sessions):
+        path = session_path(http.post("/sessions", json={}))
+        timed(http, "POST", f"{path}/execute", {"code": TRIVIAL})
+        seconds.append(timed(http, "DELETE", path)[0])
+    return [Row("DELETE /sessions/{id} (sandbox gone)", seconds)]
+
+
+def measure_calls(http: httpx.Client, opts: Options) -> list[Row]:
+    """A trivial call in a session beside the same snippet one-shot, interleaved."""
+    for _ in range(20):  # warm the one-shot path
+        http.post("/execute", json={"code": TRIVIAL})
+    path = session_path(http.post("/sessions", json={}))
+    in_session, one_shot = [], []
+    try:
+        for _ in range(opts.calls):
+            in_session.append(timed(http, "POST", f"{path}/execute", {"code": TRIVIAL})[0])
+            one_shot.append(timed(http, "POST", "/execute", {"code": TRIVIAL})[0])
+    finally:
+        http.delete(path)
+    return [
+        Row("`print(1)` in a session", in_session),
+        Row("`print(1)` one-shot /execute", one_shot),
+    ]
+
+
+def measure_sympy(http: httpx.Client, opts: Options) -> list[Row]:
+    """``import sympy``: a session's first call (no zygote in a session), a later call that
+    uses it, and one-shot (its preloaded zygote)."""
+    first, later, one_shot = [], [], []
+    for _ in range(opts.sessions):
+        path = session_path(http.post("/sessions", json={}))
+        try:
+            first.append(timed(http, "POST", f"{path}/execute", {"code": SYMPY})[0])
+            again = {"code": "print(sympy.sqrt(8))"}
+            later.append(timed(http, "POST", f"{path}/execute", again)[0])
+        finally:
+            http.delete(path)
+        one_shot.append(timed(http, "POST", "/execute", {"code": SYMPY})[0])
+    return [
+        Row("`import sympy` first call of a session", first),
+        Row("sympy call later in the session (kept)", later),
+        Row("`import sympy` one-shot /execute (preloaded)", one_shot),
+    ]
+
+
+MEASURES: list[Measure] = [measure_create, measure_delete, measure_calls, measure_sympy]
+
+
+# -- running -----------------------------------------------------------------------------
+@contextmanager
+def service_url(url: str | None) -> Iterator[str]:
+    """``url``, or a service of this checkout started for the run (stopped after)."""
+    if url:
+        yield url
+        return
     service = ServiceProcess().start()
     try:
-        with httpx.Client(base_url=service.url, timeout=120) as http:
-            for _ in range(20):  # warm both paths
-                http.post("/execute", json={"code": TRIVIAL})
-            create, delete, cold, kept, oneshot_sympy = [], [], [], [], []
-            for _ in range(args.sessions):
-                seconds, made = timed(http, "POST", "/sessions", {})
-                create.append(seconds)
-                path = f"/sessions/{made.json()['session_id']}"
-                cold.append(timed(http, "POST", f"{path}/execute", {"code": SYMPY})[0])
-                again = {"code": "print(sympy.sqrt(8))"}
-                kept.append(timed(http, "POST", f"{path}/execute", again)[0])
-                oneshot_sympy.append(timed(http, "POST", "/execute", {"code": SYMPY})[0])
-                delete.append(timed(http, "DELETE", path)[0])
-            path = f"/sessions/{http.post('/sessions', json={}).json()['session_id']}"
-            in_session, oneshot = [], []
-            for _ in range(args.calls):  # interleaved: both see the same machine
-                in_session.append(timed(http, "POST", f"{path}/execute", {"code": TRIVIAL})[0])
-                oneshot.append(timed(http, "POST", "/execute", {"code": TRIVIAL})[0])
-            http.delete(path)
+        yield service.url
     finally:
         service.stop()
-    print("| measure | n | p50 ms | p90 ms | mean ms |")
-    print("|---|---|---|---|---|")
-    print(row("POST /sessions (create, ready for code)", create))
-    print(row("DELETE /sessions/{id} (sandbox gone)", delete))
-    print(row("`print(1)` in a session", in_session))
-    print(row("`print(1)` one-shot /execute", oneshot))
-    print(row("`import sympy` first call of a session", cold))
-    print(row("sympy call later in the session (kept)", kept))
-    print(row("`import sympy` one-shot /execute (preloaded)", oneshot_sympy))
+
+
+def table(rows: list[Row]) -> Table:
+    out = Table(title="sessions: latency (ms), one request at a time")
+    for column in ("measure", "n", "p50", "p90", "mean", "note"):
+        out.add_column(column, justify="left" if column in ("measure", "note") else "right")
+    for row in rows:
+        ms = [s * 1000 for s in row.seconds]
+        out.add_row(
+            row.name,
+            str(len(ms)),
+            f"{pct(ms, 50):.1f}",
+            f"{pct(ms, 90):.1f}",
+            f"{statistics.mean(ms):.1f}",
+            row.note,
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--url", help="a running service (default: start one on 127.0.0.1)")
+    parser.add_argument("--sessions", type=int, default=20, help="sessions made per measure")
+    parser.add_argument("--calls", type=int, default=200, help="calls of each kind")
+    args = parser.parse_args()
+    opts = Options(sessions=args.sessions, calls=args.calls)
+    rows: list[Row] = []
+    with service_url(args.url) as url, httpx.Client(base_url=url, timeout=120) as http:
+        for measure in MEASURES:
+            rows += measure(http, opts)
+    Console().print(table(rows))
 
 
 if __name__ == "__main__":

@@ -267,6 +267,7 @@ class SessionManager:
         return {
             "sessions_open": self.open_count,
             "session_pool_ready": {name: p.ready_count for name, p in self.pools.items()},
+            "session_pool_size": {name: p.size for name, p in self.pools.items()},
         }
 
     def sandbox_ids(self) -> set[str]:

@@ -57,7 +57,8 @@ def sandbox_of(fake: FakeBackend, session_id: str) -> FakeSession:
 def test_the_pool_keeps_two_warm_hands_one_out_and_refills() -> None:
     with service() as (client, fake, executor):
         wait_until(lambda: len(warm_ids(executor)) == 2)
-        assert client.get("/readyz").json()["session_pool_ready"] == {"default": 2}
+        ready = client.get("/readyz").json()
+        assert (ready["session_pool_ready"], ready["session_pool_size"]) == ({"default": 2},) * 2
         assert metric("boxed_session_pool_ready", image="default") == 2
         before = warm_ids(executor)
         warm_before = metric("boxed_session_sandboxes_total", start="warm")

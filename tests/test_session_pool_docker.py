@@ -1,7 +1,7 @@
-"""The warm pool of session sandboxes on real containers (runc) and on the pod backend's
-stand-in: a warm create answers fast and its session works from a clean start, its sandbox has
-the session's limits and goes with it, a create with other limits starts its own, and the
-service's stop leaves no container. The pool's logic: tests/test_session_pool.py."""
+"""The warm pool of session sandboxes on real containers (runc and gVisor) and on the pod
+backend's stand-in: a warm create answers fast and its session works from a clean start, its
+sandbox has the session's limits and goes with it, a create with other limits starts its own,
+and the service's stop leaves no container. The pool's logic: tests/test_session_pool.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from exec_server.settings import Settings
 from tests.conftest import running_service
-from tests.runtimes import PODS, SYSTEM, Engine
+from tests.runtimes import PODS, SYSTEM, Engine, engine_for
 
 pytestmark = pytest.mark.docker
 POOL = 2
@@ -77,20 +77,21 @@ class Service:
         return httpx.Response(200, content=out.stdout).json()
 
 
-@pytest.fixture(scope="module", params=["runc", "pods"])
+@pytest.fixture(scope="module", params=["runc", "runsc", "pods"])
 def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
-    """One service for the module with the pool at its default size (2); its stop must leave no
-    container (``running_service`` checks)."""
+    """One service per runtime for the module, and one over the pod backend's stand-in, with
+    the pool at its default size (2); its stop must leave no container (``running_service``)."""
     pods = request.param == "pods"
+    engine = engine_for(request, "runc" if pods else request.param)
     with running_service(
-        SYSTEM,
+        engine,
         **(PODS.env if pods else {}),
         BOXED_POOL_SIZE="1",
         BOXED_STRICT_POOL_SIZE="0",
         BOXED_QUEUE_TIMEOUT="60",
     ) as service:
         with httpx.Client(base_url=service.url, timeout=60) as http:
-            yield Service(service.url, service.instance, SYSTEM, http, pods)
+            yield Service(service.url, service.instance, engine, http, pods)
 
 
 def test_a_warm_create_answers_fast_and_its_session_starts_clean(svc: Service) -> None:
