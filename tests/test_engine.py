@@ -585,7 +585,7 @@ def test_stop_waits_until_the_engine_lists_no_sandbox(
 
     async def scenario(listings: int) -> _SlowRemovals:
         backend = _SlowRemovals(listings)
-        executor = _executor(backend)
+        executor = _executor(backend, session_pool_size=0)  # the one-shot pool's sandboxes only
         await executor.start()
         await _until(lambda: executor.engine.pool.ready_count == 2)
         await backend.create_warm(256)  # an orphan, and the two warm ones
