@@ -32,7 +32,8 @@ def test_start_up_summary_names_and_versions() -> None:
     for part in ("isolation=process", "backend=docker-process", "auth=off"):
         assert part in summary[0], summary
     assert f"instance={service.instance}" in summary[0], summary
-    assert names and all(n.startswith(f"boxed-{service.instance}-process-") for n in names)
+    kinds = {name.removeprefix(f"boxed-{service.instance}-").split("-")[0] for name in names}
+    assert "process" in kinds and kinds <= {"process", "session"}, names  # warm sessions too
     assert ready["sandbox"]["python"].startswith("3.11"), ready
     assert set(ready["sandbox"]["packages"]) >= {"sympy", "numpy"}, ready
 
