@@ -101,9 +101,13 @@ def env_server_for(boxed_url: str, log: Path) -> Iterator[EnvServer]:
 
 @pytest.fixture(scope="module")
 def boxed() -> Iterator[ServiceProcess]:
-    """One real boxed for the module, with room for two sessions (to fill it in a test)."""
+    """One real boxed for the module, with room for two sessions (to fill it in a test), and
+    no warm session sandboxes: the tests count session containers."""
     with running_service(
-        BOXED_POOL_SIZE="1", BOXED_STRICT_POOL_SIZE="0", BOXED_MAX_SESSIONS="2"
+        BOXED_POOL_SIZE="1",
+        BOXED_STRICT_POOL_SIZE="0",
+        BOXED_MAX_SESSIONS="2",
+        BOXED_SESSION_POOL_SIZE="0",
     ) as service:
         yield service
 
