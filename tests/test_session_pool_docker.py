@@ -5,12 +5,14 @@ and the service's stop leaves no container. The pool's logic: tests/test_session
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -67,14 +69,14 @@ class Service:
             assert time.monotonic() < deadline, self.containers("name=-session-")
             time.sleep(0.05)
 
-    def inspect(self, container: str) -> dict[str, object]:
+    def inspect(self, container: str) -> dict[str, Any]:
         out = subprocess.run(
             [*self.engine.docker, "inspect", "--format", "{{json .}}", container],
             capture_output=True,
             text=True,
             check=True,
         )
-        return httpx.Response(200, content=out.stdout).json()
+        return json.loads(out.stdout)
 
 
 @pytest.fixture(scope="module", params=["runc", "runsc", "pods"])
