@@ -38,6 +38,8 @@ TRIVIAL = "print(1)"
 SYMPY = "import sympy\nprint(sympy.sqrt(8))"
 POLL = 0.002  # seconds between looks at the warm pool
 POOL_WAIT = 60.0  # longest wait for the pool to hold a sandbox
+SLOW_CALL = 30  # seconds a sympy call may take on a loaded machine (the default maximum; a
+# per-call limit: the sessions stay warm ones)
 
 
 @dataclass(frozen=True)
@@ -66,11 +68,13 @@ def pct(values: list[float], q: float) -> float:
 def timed(
     http: httpx.Client, method: str, path: str, body: object = None
 ) -> tuple[float, httpx.Response]:
-    """Seconds one request took, and its answer (which must be a success)."""
+    """Seconds one request took, and its answer (a success, and a run's status ``ok``)."""
     started = time.perf_counter()
     response = http.request(method, path, json=body)
     elapsed = time.perf_counter() - started
     response.raise_for_status()
+    if path.endswith("/execute") and response.json()["status"] != "ok":
+        raise RuntimeError(f"{path} answered {response.json()}")
     return elapsed, response
 
 
@@ -156,15 +160,16 @@ def measure_sympy(http: httpx.Client, opts: Options) -> list[Row]:
     """``import sympy``: a session's first call (no zygote in a session), a later call that
     uses it, and one-shot (its preloaded zygote)."""
     first, later, one_shot = [], [], []
+    sympy = {"code": SYMPY, "timeout": SLOW_CALL}
     for _ in range(opts.sessions):
-        path = session_path(http.post("/sessions", json={}))
+        path = session_path(http.post("/sessions", json={"timeout": SLOW_CALL}))
         try:
-            first.append(timed(http, "POST", f"{path}/execute", {"code": SYMPY})[0])
+            first.append(timed(http, "POST", f"{path}/execute", sympy)[0])
             again = {"code": "print(sympy.sqrt(8))"}
             later.append(timed(http, "POST", f"{path}/execute", again)[0])
         finally:
             http.delete(path)
-        one_shot.append(timed(http, "POST", "/execute", {"code": SYMPY})[0])
+        one_shot.append(timed(http, "POST", "/execute", sympy)[0])
     return [
         Row("`import sympy` first call of a session", first),
         Row("sympy call later in the session (kept)", later),
@@ -216,10 +221,13 @@ def main() -> None:
     args = parser.parse_args()
     opts = Options(sessions=args.sessions, calls=args.calls)
     rows: list[Row] = []
-    with service_url(args.url) as url, httpx.Client(base_url=url, timeout=120) as http:
-        for measure in MEASURES:
-            rows += measure(http, opts)
-    Console().print(table(rows))
+    try:
+        with service_url(args.url) as url, httpx.Client(base_url=url, timeout=120) as http:
+            for measure in MEASURES:
+                rows += measure(http, opts)
+    finally:  # what was measured before a failure is still shown
+        if rows:
+            Console().print(table(rows))
 
 
 if __name__ == "__main__":
