@@ -217,6 +217,25 @@ class SessionExecuteResponse(ExecuteResponse):
     )
 
 
+class SessionFileEntry(BaseModel):
+    """One entry of a session's directory, as it is (a link is listed, never followed)."""
+
+    name: str
+    kind: Literal["file", "dir", "link", "other"]
+    size: int = Field(description="A regular file's bytes; 0 for the other kinds.")
+
+
+class SessionFileListing(BaseModel):
+    """``GET /sessions/{id}/files?dir=...``: a directory of the session's working directory."""
+
+    dir: str = Field(description="The directory listed, relative to the working directory.")
+    entries: list[SessionFileEntry] = Field(description="In name order.")
+    truncated: bool = Field(
+        description="The directory holds more than BOXED_SESSION_LIST_MAX_ENTRIES entries: "
+        "only that many are listed (which ones is not specified)."
+    )
+
+
 class CalculateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -429,6 +448,8 @@ __all__ = [
     "ScoreRequest",
     "SessionCreateRequest",
     "SessionExecuteResponse",
+    "SessionFileEntry",
+    "SessionFileListing",
     "SessionInfo",
     "Truncated",
 ]

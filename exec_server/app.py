@@ -19,7 +19,18 @@ from .backends.base import BackendHealth
 from .engine import Engine
 from .execute import execute as execute_snippet
 from .grading_pool import WorkerPool
-from .http import docs, errors, execute, images, judge, probes, scoring, sessions, tools
+from .http import (
+    docs,
+    errors,
+    execute,
+    images,
+    judge,
+    probes,
+    scoring,
+    session_files,
+    sessions,
+    tools,
+)
 from .http.instance import InstanceHeader
 from .http_limits import BodySizeLimit
 from .judge import judge as judge_submission
@@ -120,11 +131,15 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         settings.result_cache_mb * 1024 * 1024,
         settings.result_cache_ttl,
     )
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.max_body_bytes,
+        exempt=session_files.streams_its_body,  # a session file's body: capped by its route
+    )
     app.add_middleware(TenantFromHeader)  # fair queueing between tenants (admission.py)
     # outermost: the body-size 413 and every error answer name the instance too
     app.add_middleware(InstanceHeader, instance=settings.instance_label)
     errors.install(app)
-    for module in (execute, judge, sessions, images, scoring, tools, probes, docs):
+    for module in (execute, judge, sessions, session_files, images, scoring, tools, probes, docs):
         app.include_router(module.router)
     return app

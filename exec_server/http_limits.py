@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -13,12 +14,15 @@ class BodySizeLimit:
     chunked body is read up to the limit first and replayed to the app, so the 413 comes from
     here rather than from a parse error deep inside the framework."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, exempt: Callable[[Scope], bool] = lambda scope: False
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.exempt = exempt  # requests whose route reads and caps its body itself
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or self.exempt(scope):
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")

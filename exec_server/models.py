@@ -35,6 +35,8 @@ from boxed_client.models import (
     ScoreRequest,
     SessionCreateRequest,
     SessionExecuteResponse,
+    SessionFileEntry,
+    SessionFileListing,
     SessionInfo,
     Truncated,
 )
@@ -241,6 +243,8 @@ __all__ = [
     "ScoreRow",
     "SessionCreateRequest",
     "SessionExecuteResponse",
+    "SessionFileEntry",
+    "SessionFileListing",
     "SessionInfo",
     "Truncated",
 ]

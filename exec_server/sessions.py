@@ -25,6 +25,8 @@ import logging
 import secrets
 import time
 from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -391,6 +393,30 @@ class SessionManager:
             self._find(session_id, owner)  # deleted, lost or expired while this call waited
             self._expire_if_due(session)
             return await self._call(session, req, request_id)
+        finally:
+            session.lock.release()
+
+    @asynccontextmanager
+    async def turn(self, session_id: str, owner: str) -> AsyncIterator[_Session]:
+        """``owner``'s session, held between calls as a call holds it (409 while one runs,
+        404 and 410 as for a call), for work that runs no code (its files); a sandbox that
+        fails meanwhile, or work abandoned half done, loses the session (410 ``session_lost``)."""
+        session = self._find(session_id, owner)
+        await self._take_turn(session)
+        try:
+            self._find(session_id, owner)  # deleted, lost or expired while this waited
+            self._expire_if_due(session)
+            lost = Failure.of(FailureCode.SESSION_LOST)
+            try:
+                yield session
+            except SandboxError as exc:
+                metrics.SANDBOX_ERRORS.inc()
+                self._lose(session, f"its sandbox failed: {exc}", "sandbox_error", lost)
+                self._find(session.id, session.owner)  # raises SessionGone
+            except asyncio.CancelledError:
+                self._lose(session, "a file request was abandoned while it ran", "abandoned", lost)
+                raise
+            session.last_used = time.monotonic()
         finally:
             session.lock.release()
 

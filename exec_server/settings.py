@@ -25,6 +25,8 @@ SANDBOX_UIDS = "1879048192-1879113727"
 MAX_SANDBOX_UID = 2**31 - 2  # larger ids break tools that read them signed
 MAX_SANDBOX_UIDS = 1 << 20  # uids in the range at most
 SESSION_POOL_MAX = 16  # warm session sandboxes per image at most
+SESSION_FILE_MAX_BYTES = 1 << 30  # the largest BOXED_SESSION_FILE_MAX_BYTES allowed
+SESSION_LIST_MAX_ENTRIES = 100_000  # the largest BOXED_SESSION_LIST_MAX_ENTRIES allowed
 
 
 @dataclass(frozen=True)
@@ -413,6 +415,22 @@ class Settings(BaseSettings):
         "answers without starting one; each serves one session only, and counts against no "
         f"quota until handed out. At most {SESSION_POOL_MAX}, and at most BOXED_MAX_SESSIONS "
         "are kept; 0: every session starts its own sandbox.",
+    )
+    session_file_max_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1,
+        le=SESSION_FILE_MAX_BYTES,
+        description="Largest file a session's file API writes or reads (PUT or GET "
+        "/sessions/{id}/files/...); more: 413. At most 1 GiB (a session's /tmp holds "
+        "BOXED_TMPFS_MB anyway).",
+    )
+    session_list_max_entries: int = Field(
+        default=1000,
+        ge=1,
+        le=SESSION_LIST_MAX_ENTRIES,
+        description="Most entries a listing of a session's directory answers (GET "
+        "/sessions/{id}/files?dir=...); a directory holding more is answered truncated. At "
+        "most 100000.",
     )
 
     @field_validator(

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..guest.protocol import FileReport, FileRequest
 from ..verdict import Observation, RunLimits, SnippetResult
 
 
@@ -128,6 +129,13 @@ class SessionSandbox(Protocol):
 
     async def discard(self) -> bool:
         """Remove it; True when it is gone."""
+        ...
+
+    async def file_request(
+        self, request: FileRequest, data: bytes = b""
+    ) -> tuple[FileReport, bytes]:
+        """One request on its working directory between calls (``exec_server.session_files``):
+        the report and a got file's bytes; raises ``SandboxError`` when the sandbox failed."""
         ...
 
 

@@ -30,6 +30,8 @@ from ..guest.protocol import (
     RESULT,
     Anomaly,
     CleanupVerdict,
+    FileReport,
+    FileRequest,
     GuestConfig,
     RunReport,
     RunRequest,
@@ -49,6 +51,8 @@ log = logging.getLogger("boxed.supervised")
 REPORT_GRACE = 10.0  # the supervisor stops runs itself (a bomb's sweep can take a few seconds
 # on saturated CPUs); no report this long after the wall limit means it is broken
 SETTLE_TIMEOUT = 10.0
+FILE_GRACE = 10.0  # a session's file request: this long, plus the time its bytes take at
+FILE_BYTES_PER_SECOND = 2**20  # this rate (a slow engine stream), before it counts as broken
 REUSABLE = (Status.OK, Status.ERROR)
 MAX_PARSED_CODE = 64 * 1024  # longer code is not parsed to choose the interpreter: preloaded
 _STDLIB = sys.stdlib_module_names
@@ -433,6 +437,37 @@ class SupervisedSandbox:
             files=self._fetched(result, files, job.fetch_bytes),
             fetch_status={f.name: f.status for f in result.fetched_files},
         )
+
+    async def file_request(
+        self, request: FileRequest, data: bytes = b""
+    ) -> tuple[FileReport, bytes]:
+        """One request on a session's working directory, where no code runs
+        (``guest/session_files.py``): the session program's report, and the file it sent for a
+        ``get``. A session program that fails or breaks the protocol raises ``SandboxError``."""
+        await self._send(encode_request(request, data))
+        files: dict[str, bytearray] = {}
+        moved = len(data) + (request.cap if request.op == "get" else 0)
+        try:
+            async with asyncio.timeout(FILE_GRACE + moved / FILE_BYTES_PER_SECOND):
+                answer = await self._read_until(RESULT, files=files)
+        except TimeoutError:
+            self.broken = True
+            raise SandboxError(
+                "the session program did not answer a file request in time"
+            ) from None
+        try:
+            report = FileReport.from_json(answer)
+        except ValueError:
+            result = self._result(answer)  # an Anomaly; anything else is malformed
+            self.broken = True
+            why = result.anomaly if isinstance(result, Anomaly) else "an answer of another kind"
+            raise SandboxError(f"session program failed: {why}") from None
+        sent = b"".join(bytes(chunk) for chunk in files.values())
+        expected = {request.path} if request.op == "get" and report.status == FETCH_OK else set()
+        if files.keys() != expected or len(sent) != (report.size if expected else 0):
+            self.broken = True
+            raise SandboxError("the session program's file disagrees with its report")
+        return report, sent
 
     def _fetched(
         self, result: RunReport, files: dict[str, bytearray], cap: int

@@ -26,6 +26,7 @@ MODULES = (
     "watch",
     "cleanup",
     "supervisor",
+    "session_files",
     "session",
 )
 

@@ -26,7 +26,7 @@ REFUSED_OTHER_FS = "refused: another file system"
 REFUSED_OVER_CAP = "refused: over the fetch cap"
 REFUSED_UNREADABLE = "refused: unreadable"
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO does not wait for a writer; nothing is read from one anyway.
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
@@ -64,11 +64,11 @@ def _refusal(opened, seen, device, inner):
     return None
 
 
-def _step(directory, part, device, inner):
+def step(directory, part, device, inner):
     """A descriptor of the entry ``part`` of ``directory`` (a descriptor) and its fstat, once
     it is no link, on ``device`` and a directory (``inner``) or a regular file."""
     try:
-        fd = os.open(part, _DIR_FLAGS if inner else _FILE_FLAGS, dir_fd=directory)
+        fd = os.open(part, DIR_FLAGS if inner else _FILE_FLAGS, dir_fd=directory)
     except OSError as exc:
         raise Refused(_status_of(exc, directory, part)) from None
     try:
@@ -90,13 +90,13 @@ def open_beneath(root, name):
     if any(part in ("", ".", "..") for part in parts):
         raise Refused(REFUSED_NOT_REGULAR)
     try:
-        current = os.open(root, _DIR_FLAGS)
+        current = os.open(root, DIR_FLAGS)
     except OSError as exc:
         raise Refused(_status_of(exc)) from None
     try:
         device = os.fstat(current).st_dev
         for index, part in enumerate(parts):
-            fd, opened = _step(current, part, device, inner=index < len(parts) - 1)
+            fd, opened = step(current, part, device, inner=index < len(parts) - 1)
             os.close(current)
             current = fd
         found, current = current, -1

@@ -23,6 +23,9 @@ once. The supervisor then answers each with its frames and ``RESULT``, proving t
 clean between two runs as ever but sending no ``CLEANUP``; once it stops the batch (a run it
 would not go on after, or a failed proof), each later request gets a ``RESULT`` of
 ``{"skipped": true}`` (:class:`Skipped`); one ``CLEANUP`` follows the batch's last ``RESULT``.
+A session program also takes a :class:`FileRequest` in place of a ``RunRequest`` (a key
+``op``): it answers with a ``RESULT`` of a :class:`FileReport`, after the file's frames for a
+``get``, and no ``CLEANUP``.
 
 The child reports to the supervisor through a shared memory page, never through its output:
 ``REPORT_STARTED`` at offset 0 once the snippet is about to run, ``REPORT_MEMORY_ERROR`` at
@@ -313,7 +316,53 @@ class CleanupVerdict(Message):
     memory_grown_kb: int  # the memory charge's growth since ready (diagnostics)
 
 
-def encode_request(header: RunRequest, body: bytes) -> bytes:
+@dataclass(frozen=True)
+class FileRequest(Message):
+    """A request on a session's working directory (host to session program) in place of a
+    ``RunRequest``: no code runs. ``op`` is ``put`` (the file's ``size`` bytes follow as the
+    body), ``get`` (the file comes back as FILE_NAME and FILE_DATA frames before the RESULT),
+    ``list`` or ``delete``; ``path`` is relative to the working directory ("" for itself)."""
+
+    op: str
+    path: str
+    cap: int  # get: the largest file sent; list: the most entries answered
+    size: int = 0  # bytes of body after the header
+
+
+@dataclass(frozen=True)
+class FileEntry(Message):
+    """One entry of a listed directory; ``size`` is a regular file's (0 for other kinds)."""
+
+    name: str
+    kind: str  # "file", "dir", "link" or "other"
+    size: int
+
+
+@dataclass(frozen=True)
+class FileReport(Message):
+    """The ``RESULT`` of a :class:`FileRequest`: ``status`` is ``ok``, ``missing`` or
+    ``refused: why`` (``session_files.py``); ``size``: the file's bytes (put, get);
+    ``created``: a put made a new file; ``entries``: a listing, in name order, ``truncated``
+    when the directory held more than the request's cap."""
+
+    status: str
+    size: int = 0
+    created: bool = False
+    entries: list[FileEntry] = field(default_factory=list)
+    truncated: bool = False
+
+
+def read_session_request(text: bytes | str) -> "RunRequest | FileRequest":
+    """A session program's request header: a call (``RunRequest``) or a ``FileRequest``."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ProtocolError(f"request: expected an object, got {data!r}")
+    if "op" in data:
+        return FileRequest.from_wire(data)
+    return RunRequest.from_wire(data)
+
+
+def encode_request(header: RunRequest | FileRequest, body: bytes) -> bytes:
     """One request: the length of its JSON header (``size``: the body's), the header, the body."""
     text = dataclasses.replace(header, size=len(body)).to_json()
     return len(text).to_bytes(4, "big") + text + body

@@ -38,7 +38,7 @@ import struct
 import sys
 import time
 
-from . import runner, zygote
+from . import runner, session_files, zygote
 from .cleanup import Counters
 from .processes import (
     KILL_SECONDS,
@@ -52,7 +52,15 @@ from .processes import (
     snippet_processes,
     task_state,
 )
-from .protocol import KILLED_OUTPUT, READY_MARKER, RESULT, Anomaly, RunReport
+from .protocol import (
+    KILLED_OUTPUT,
+    READY_MARKER,
+    RESULT,
+    Anomaly,
+    FileRequest,
+    RunReport,
+    read_session_request,
+)
 from .stdio import CHUNK, Output, read_request, receive_body, scrub, send
 from .watch import Clock, RunEnd, tree_cpu_seconds, watch
 
@@ -378,7 +386,13 @@ def main(config):
     counters = Counters()
     interpreter = _Interpreter(config, exits, counters)
     os.write(1, READY_MARKER)
-    while (header := read_request()) is not None:
+    while (header := read_request(read_session_request)) is not None:
+        if isinstance(header, FileRequest):  # the file API, between calls (session_files.py)
+            try:
+                session_files.serve(header, zygote.RUN_DIR, config.uid, config.gid)
+            except Exception as exc:  # noqa: BLE001 - tell the host, which gives the session up
+                send(RESULT, Anomaly(f"session file request failed: {exc!r}").to_json())
+            continue
         body_fd = os.memfd_create("boxed-call", os.MFD_CLOEXEC)
         try:
             receive_body(body_fd, header.size)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
+from typing import Any
 
 from .protocol import ERRORS, FILE_DATA, OUTPUT, RunRequest, frame
 
@@ -48,12 +49,13 @@ def read_exact(n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_request() -> RunRequest | None:
-    """The next request's header (``protocol.RunRequest``), or None once the host closed
-    stdin; its body (``size`` bytes) follows on stdin."""
+def read_request(parse: Callable[[bytes], Any] = RunRequest.from_json) -> Any:
+    """The next request's header (``parse``: a ``protocol.RunRequest``, or what the session
+    program reads), or None once the host closed stdin; its body (``size`` bytes) follows on
+    stdin."""
     size = read_exact(4)
     text = size and read_exact(int.from_bytes(size, "big"))
-    return RunRequest.from_json(text) if text else None
+    return parse(text) if text else None
 
 
 def skip_body(size: int) -> None:
