@@ -11,13 +11,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from exec_server.request_errors import RequestError
 from exec_server.session_files import check_path
+from exec_server.settings import SESSION_FILE_MAX_BYTES, SESSION_LIST_MAX_ENTRIES, Settings
 from tests.conftest import running_service
 from tests.runtimes import PODS, engine_for
-
-pytestmark = pytest.mark.docker
 
 FILE_CAP = 2 * 1024 * 1024  # BOXED_SESSION_FILE_MAX_BYTES of the service under test
 LIST_CAP = 5  # BOXED_SESSION_LIST_MAX_ENTRIES
@@ -69,6 +69,7 @@ def raw(http: httpx.Client, method: str, path: str, content: bytes = b"") -> htt
     return http.send(request)
 
 
+@pytest.mark.docker
 def test_a_file_round_trips_its_parents_made_owned_by_the_code(
     http: httpx.Client, sid: str
 ) -> None:
@@ -99,6 +100,7 @@ def test_a_file_round_trips_its_parents_made_owned_by_the_code(
     assert empty.status_code == 201 and http.get(f"/sessions/{sid}/files/empty").content == b""
 
 
+@pytest.mark.docker
 def test_missing_files_and_directories_are_404_and_a_directory_is_no_file(
     http: httpx.Client, sid: str
 ) -> None:
@@ -122,6 +124,7 @@ def test_missing_files_and_directories_are_404_and_a_directory_is_no_file(
     assert http.get(f"/sessions/{sid}/files/nope/missing").status_code == 404
 
 
+@pytest.mark.docker
 def test_listing_names_kinds_and_sizes_without_following_links(
     http: httpx.Client, sid: str
 ) -> None:
@@ -148,6 +151,7 @@ def test_listing_names_kinds_and_sizes_without_following_links(
     assert http.get(f"/sessions/{sid}/files/sub/pipe").status_code == 422  # a FIFO: no wait
 
 
+@pytest.mark.docker
 def test_paths_stay_in_the_working_directory(http: httpx.Client, sid: str) -> None:
     run(
         http,
@@ -179,6 +183,7 @@ def test_paths_stay_in_the_working_directory(http: httpx.Client, sid: str) -> No
     assert dot.status_code == 422
 
 
+@pytest.mark.docker
 def test_caps_answer_413_with_the_setting_named(http: httpx.Client, sid: str) -> None:
     over = http.put(f"/sessions/{sid}/files/big", content=b"x" * (FILE_CAP + 1))
     assert over.status_code == 413
@@ -198,6 +203,7 @@ def test_caps_answer_413_with_the_setting_named(http: httpx.Client, sid: str) ->
     assert full.status_code in (201, 507)  # the service's /tmp is 64 MiB: not yet full
 
 
+@pytest.mark.docker
 def test_a_running_call_makes_it_409_and_gone_sessions_404_or_410(
     url: str, http: httpx.Client, sid: str
 ) -> None:
@@ -245,3 +251,17 @@ def test_check_path_takes_plain_relative_paths() -> None:
     for path in ("a", ".hidden/x", "dir/sub/file.txt", "é/名前", "a..b", "..."):
         assert check_path(path) == path
     assert check_path("", directory=True) == ""
+
+
+def test_the_caps_have_defaults_and_server_maxima() -> None:
+    settings = Settings()
+    assert settings.session_file_max_bytes == 16 * 1024 * 1024
+    assert settings.session_list_max_entries == 1000
+    assert Settings(session_file_max_bytes=SESSION_FILE_MAX_BYTES).session_file_max_bytes
+    for field, over in (
+        ("session_file_max_bytes", SESSION_FILE_MAX_BYTES + 1),
+        ("session_list_max_entries", SESSION_LIST_MAX_ENTRIES + 1),
+        ("session_file_max_bytes", 0),
+    ):
+        with pytest.raises(ValidationError, match=field):
+            Settings(**{field: over})
