@@ -12,7 +12,13 @@ import httpx
 
 from boxed_client.attempts import Attempts
 from boxed_client.base import ClientBase, not_ready, probe_timeout
-from boxed_client.bodies import execute_body, judge_body, score_body, score_options
+from boxed_client.bodies import (
+    execute_body,
+    judge_body,
+    request_body,
+    score_body,
+    score_options,
+)
 from boxed_client.errors import BoxedError, BoxedHTTPError
 from boxed_client.models import SessionInfo
 from boxed_client.results import (
@@ -25,6 +31,7 @@ from boxed_client.results import (
     SessionResult,
     collect,
 )
+from boxed_client.session_files import AsyncSessionFiles
 from boxed_client.sessions import SessionBase
 
 
@@ -100,7 +107,11 @@ class AsyncClient(ClientBase):
             raise attempts.out_of_time("waiting for a free slot of this client") from None
         try:
             return await next(self._turns).request(
-                attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
+                attempts.method,
+                url,
+                **request_body(body),
+                timeout=timeout,
+                headers=attempts.headers,
             )
         finally:
             self._slot.release()
@@ -284,6 +295,11 @@ class AsyncSession(SessionBase):
         attempts = self._attempts("GET", self._path())
         self.info = SessionInfo.model_validate(await self.client._send(attempts))
         return self.info
+
+    @property
+    def files(self) -> AsyncSessionFiles:
+        """The session's files: the methods of :attr:`Session.files`, awaited."""
+        return AsyncSessionFiles(self)
 
     async def close(self) -> None:
         if self._forget_unreachable():

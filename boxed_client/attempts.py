@@ -82,6 +82,7 @@ class Attempts:
         self.answer_retries = 0
         self.index: int | None = None
         self.answer: Any = None  # the JSON of the answer, once there is one
+        self.raw = False  # the answer is the body's bytes, not JSON (a session's file)
 
     def _heard_from_server(self) -> None:
         if self.pin is not None:
@@ -156,7 +157,9 @@ class Attempts:
         retried, or when the retries ran out."""
         status = response.status_code
         if status < 400:
-            self.answer = None if status == 204 else json_of(response)
+            self.answer = (
+                None if status == 204 else response.content if self.raw else json_of(response)
+            )
             if self.session is not None:
                 self.session.unreachable = False
             failure, _ = attribution(self.answer, status)

@@ -56,3 +56,8 @@ def score_body(
     if response is not None:
         return {"response": response, "answer": answer}
     raise TypeError("score() needs a record, or response= and answer=")
+
+
+def request_body(body: Any) -> dict[str, Any]:
+    """httpx's keyword for ``body``: bytes as they are (a session's file), anything else JSON."""
+    return {"content": body} if isinstance(body, bytes) else {"json": body}

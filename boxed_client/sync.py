@@ -13,7 +13,13 @@ import httpx
 
 from boxed_client.attempts import Attempts
 from boxed_client.base import ClientBase, not_ready, probe_timeout
-from boxed_client.bodies import execute_body, judge_body, score_body, score_options
+from boxed_client.bodies import (
+    execute_body,
+    judge_body,
+    request_body,
+    score_body,
+    score_options,
+)
 from boxed_client.errors import BoxedError, BoxedHTTPError
 from boxed_client.models import SessionInfo
 from boxed_client.results import (
@@ -26,6 +32,7 @@ from boxed_client.results import (
     SessionResult,
     collect,
 )
+from boxed_client.session_files import SessionFiles
 from boxed_client.sessions import SessionBase
 
 
@@ -88,7 +95,11 @@ class Client(ClientBase):
             raise attempts.out_of_time("waiting for a free slot of this client")
         try:
             return next(self._turns).request(
-                attempts.method, url, json=body, timeout=timeout, headers=attempts.headers
+                attempts.method,
+                url,
+                **request_body(body),
+                timeout=timeout,
+                headers=attempts.headers,
             )
         finally:
             self._slot.release()
@@ -290,6 +301,11 @@ class Session(SessionBase):
         attempts = self._attempts("GET", self._path())
         self.info = SessionInfo.model_validate(self.client._send(attempts))
         return self.info
+
+    @property
+    def files(self) -> SessionFiles:
+        """The session's files: ``write``, ``read``, ``list``, ``delete`` (docs/client.md)."""
+        return SessionFiles(self)
 
     def close(self) -> None:
         """Delete the session (a session already gone is fine; one whose server did not

@@ -4,6 +4,7 @@ made, the caps answer 413, a running call makes it 409, and another tenant sees 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import threading
@@ -13,6 +14,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from boxed_client import AsyncClient, BoxedHTTPError, Client
 from exec_server.request_errors import RequestError
 from exec_server.session_files import check_path
 from exec_server.settings import SESSION_FILE_MAX_BYTES, SESSION_LIST_MAX_ENTRIES, Settings
@@ -236,6 +238,37 @@ def test_a_running_call_makes_it_409_and_gone_sessions_404_or_410(
     assert lost.json()["session_lost"]
     assert http.get(f"/sessions/{sid}/files/x").status_code == 410
     assert http.get("/sessions/00ff/files").status_code == 404
+
+
+@pytest.mark.docker
+def test_the_clients_session_files(url: str) -> None:
+    with Client(url) as client, client.session() as session:
+        session.files.write("in/data.txt", "a text, as UTF-8: é")
+        assert (
+            session.execute("print(open('in/data.txt').read())").stdout == "a text, as UTF-8: é\n"
+        )
+        session.execute("open('in/out.bin', 'wb').write(bytes(range(256)))")
+        assert session.files.read("in/out.bin") == bytes(range(256))
+        listing = session.files.list("in")
+        assert [(e.name, e.kind, e.size) for e in listing.entries] == [
+            ("data.txt", "file", len("a text, as UTF-8: é".encode())),
+            ("out.bin", "file", 256),
+        ]
+        session.files.delete("in/data.txt")
+        for path, status in (("in/data.txt", 404), ("../etc/passwd", 422), ("in/./x", 422)):
+            with pytest.raises(BoxedHTTPError) as refused:
+                session.files.read(path)
+            assert refused.value.status_code == status, path
+
+    async def in_async() -> None:
+        async with AsyncClient(url) as client, client.session() as session:
+            await session.files.write("a b/ü?#%.txt", b"\x00\xff")
+            assert await session.files.read("a b/ü?#%.txt") == b"\x00\xff"
+            assert [e.name for e in (await session.files.list("a b")).entries] == ["ü?#%.txt"]
+            await session.files.delete("a b/ü?#%.txt")
+            assert (await session.files.list("a b")).entries == []
+
+    asyncio.run(in_async())
 
 
 @pytest.mark.parametrize(
