@@ -23,6 +23,7 @@ from tests.runtimes import PODS, engine_for
 
 FILE_CAP = 2 * 1024 * 1024  # BOXED_SESSION_FILE_MAX_BYTES of the service under test
 LIST_CAP = 5  # BOXED_SESSION_LIST_MAX_ENTRIES
+TMPFS_MB = 8  # BOXED_TMPFS_MB: a session's /tmp, filled by a few files
 
 
 @pytest.fixture(scope="module", params=["runc", "runsc", "pods"])
@@ -38,6 +39,7 @@ def url(request: pytest.FixtureRequest) -> Iterator[str]:
         BOXED_STRICT_POOL_SIZE="0",
         BOXED_SESSION_FILE_MAX_BYTES=str(FILE_CAP),
         BOXED_SESSION_LIST_MAX_ENTRIES=str(LIST_CAP),
+        BOXED_TMPFS_MB=str(TMPFS_MB),
         BOXED_QUEUE_TIMEOUT="60",
     ) as service:
         yield service.url
@@ -201,8 +203,28 @@ def test_caps_answer_413_with_the_setting_named(http: httpx.Client, sid: str) ->
     run(http, sid, "import os\nos.mkdir('many')\nfor i in range(7): open(f'many/{i}', 'w')")
     listing = http.get(f"/sessions/{sid}/files", params={"dir": "many"}).json()
     assert listing["truncated"] is True and len(listing["entries"]) == LIST_CAP
-    full = http.put(f"/sessions/{sid}/files/fill", content=b"x" * FILE_CAP)
-    assert full.status_code in (201, 507)  # the service's /tmp is 64 MiB: not yet full
+
+
+@pytest.mark.docker
+def test_a_full_tmp_is_507_and_a_failed_put_leaves_the_old_file(
+    http: httpx.Client, sid: str
+) -> None:
+    kept = os.urandom(FILE_CAP)
+    assert http.put(f"/sessions/{sid}/files/kept", content=kept).status_code == 201
+    statuses = []
+    for i in range(TMPFS_MB * 1024 * 1024 // FILE_CAP + 1):
+        statuses.append(http.put(f"/sessions/{sid}/files/fill{i}", content=b"x" * FILE_CAP))
+        if statuses[-1].status_code != 201:
+            break
+    full = statuses[-1]
+    assert full.status_code == 507 and "is full" in full.json()["detail"], full.text
+    assert len(statuses) > 1  # the first files fitted
+    # a replacement is written beside the old file, then renamed over it: none fits, none lost
+    assert http.put(f"/sessions/{sid}/files/kept", content=b"y" * FILE_CAP).status_code == 507
+    assert http.get(f"/sessions/{sid}/files/kept").content == kept
+    names = [e["name"] for e in http.get(f"/sessions/{sid}/files").json()["entries"]]
+    assert not [n for n in names if n.startswith(".boxed-put-")]  # no half-written file left
+    assert "kept" in names and f"fill{len(statuses) - 1}" not in names
 
 
 @pytest.mark.docker

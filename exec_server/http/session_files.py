@@ -14,12 +14,13 @@ or expired, 413 over the cap, 422 a path refused.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from starlette.types import Scope
 
 from .. import metrics
-from ..models import SessionFileListing
+from ..models import ErrorResponse, SessionFileListing
 from ..session_files import SessionFiles
 from .auth import GUARDED, caller_of
 
@@ -27,11 +28,21 @@ router = APIRouter(dependencies=GUARDED, tags=["sessions"])
 _FILE = re.compile(r"/sessions/[^/]+/files/")
 _CLOSE = {"Connection": "close"}
 _ROUTE = "/sessions/{session_id}/files/{path:path}"
-_ANSWERS = {
-    404: {"description": "No such session, or no such file."},
-    409: {"description": "A call of the session is running."},
-    410: {"description": "The session is lost or expired: `detail` says why."},
-    422: {"description": "A path refused: absolute, `..`, through a link, not a file."},
+_ANSWERS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": text}
+    for status, text in {
+        403: "A path through a link, or onto another file system: refused.",
+        404: "No such session (never made, or deleted), or no such file.",
+        409: "A call of the session is running.",
+        410: "The session is lost or expired: `detail` says why.",
+        422: "A path refused: absolute, a `..` component, not a regular file or directory.",
+    }.items()
+}
+_FILE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
 }
 
 
@@ -63,7 +74,12 @@ async def _body(request: Request, files: SessionFiles) -> bytes:
 @router.put(
     _ROUTE,
     status_code=201,
-    responses={**_ANSWERS, 204: {"description": "An existing file replaced."}, 413: {}},
+    responses={
+        **_ANSWERS,
+        204: {"description": "An existing file replaced."},
+        507: {"model": ErrorResponse, "description": "The session's /tmp is full."},
+    },
+    openapi_extra=_FILE_BODY,
 )
 async def put_file(session_id: str, path: str, request: Request) -> Response:
     """Write the body as the file ``path`` of the session's working directory (its parent
@@ -79,7 +95,7 @@ async def put_file(session_id: str, path: str, request: Request) -> Response:
 @router.get(
     _ROUTE,
     response_class=Response,
-    responses={**_ANSWERS, 200: {"content": {"application/octet-stream": {}}}, 413: {}},
+    responses={**_ANSWERS, 200: {"content": {"application/octet-stream": {}}}},
 )
 async def get_file(session_id: str, path: str, request: Request) -> Response:
     """The bytes of the regular file ``path`` of the session's working directory."""
