@@ -15,11 +15,14 @@ import pytest
 from pydantic import ValidationError
 
 from boxed_client import AsyncClient, BoxedHTTPError, Client
+from exec_server.backends.base import SandboxError
+from exec_server.guest.protocol import FileReport, FileRequest
 from exec_server.request_errors import RequestError
 from exec_server.session_files import check_path
 from exec_server.settings import SESSION_FILE_MAX_BYTES, SESSION_LIST_MAX_ENTRIES, Settings
 from tests.conftest import running_service
 from tests.runtimes import PODS, engine_for
+from tests.test_sessions import service, sessions_alive
 
 FILE_CAP = 2 * 1024 * 1024  # BOXED_SESSION_FILE_MAX_BYTES of the service under test
 LIST_CAP = 5  # BOXED_SESSION_LIST_MAX_ENTRIES
@@ -320,3 +323,35 @@ def test_the_caps_have_defaults_and_server_maxima() -> None:
     ):
         with pytest.raises(ValidationError, match=field):
             Settings(**{field: over})
+
+
+def test_a_sandbox_failing_in_a_file_request_loses_the_session_as_infrastructure() -> None:
+    with service() as (client, fake, _):
+        sid = client.post("/sessions").json()["session_id"]
+        assert client.put(f"/sessions/{sid}/files/a", content=b"1").status_code == 201
+        (sandbox_id,) = sessions_alive(fake)
+
+        async def broken(request: FileRequest, data: bytes = b"") -> tuple[FileReport, bytes]:
+            raise SandboxError("the session program's stream ended")
+
+        fake.sandboxes[sandbox_id].file_request = broken  # type: ignore[union-attr]
+        for answer in (client.get(f"/sessions/{sid}/files/a"), client.get(f"/sessions/{sid}")):
+            assert answer.status_code == 410, answer.text
+            assert answer.json()["outcome"] == "infrastructure"
+            assert answer.json()["failure"] == {"code": "session_lost", "retryable": False}
+        assert sandbox_id in fake.removed
+
+
+def test_a_files_body_has_its_own_cap_not_the_body_limit() -> None:
+    with service(max_body_bytes=1024, session_file_max_bytes=4096) as (client, fake, _):
+        sid = client.post("/sessions").json()["session_id"]
+        big = b"x" * 3000  # over BOXED_MAX_BODY_BYTES, within BOXED_SESSION_FILE_MAX_BYTES
+        assert client.put(f"/sessions/{sid}/files/a", content=big).status_code == 201
+        assert client.get(f"/sessions/{sid}/files/a").content == big
+        over = client.put(f"/sessions/{sid}/files/a", content=b"x" * 4097)
+        assert over.status_code == 413 and over.headers["connection"] == "close"
+        assert "BOXED_SESSION_FILE_MAX_BYTES" in over.json()["detail"]
+        assert client.post("/execute", json={"code": "x" * 2000}).status_code == 413
+        assert client.put("/sessions/x/other", content=big).status_code == 413  # not a file's
+        (sandbox_id,) = sessions_alive(fake)
+        assert [r.op for r in fake.sandboxes[sandbox_id].file_requests] == ["put", "get"]

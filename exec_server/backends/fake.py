@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
+from ..guest.protocol import FETCH_OK, FileEntry, FileReport, FileRequest
 from ..image_scan import ImageReport, ImageScan, ScanCache
 from ..verdict import Observation, SnippetResult, Status
 from .base import BackendHealth, Job, SandboxError, SessionSpec
@@ -105,6 +106,8 @@ class FakeSession:
         self.ended = False
         self.alive = True
         self.calls: list[Job] = []
+        self.files: dict[str, bytes] = {}  # its working directory, flat
+        self.file_requests: list[FileRequest] = []
 
     async def run(self, job: Job) -> Observation:
         if not self.alive:
@@ -116,6 +119,28 @@ class FakeSession:
             answer = await answer
         self.ended = answer.killed_for is not None or self.backend.ends_session(job)
         return answer
+
+    async def file_request(
+        self, request: FileRequest, data: bytes = b""
+    ) -> tuple[FileReport, bytes]:
+        """Files in a flat dict (path -> bytes), no folders: enough for the routes' tests."""
+        if not self.alive:
+            raise SandboxError("fake session sandbox removed")
+        self.file_requests.append(request)
+        path, files = request.path, self.files
+        if request.op == "put":
+            created = path not in files
+            files[path] = data
+            return FileReport(status=FETCH_OK, size=len(data), created=created), b""
+        if request.op == "list":
+            entries = [FileEntry(name=name, kind="file", size=len(files[name])) for name in files]
+            return FileReport(status=FETCH_OK, entries=sorted(entries, key=lambda e: e.name)), b""
+        if path not in files:
+            return FileReport(status="missing"), b""
+        if request.op == "delete":
+            del files[path]
+            return FileReport(status=FETCH_OK), b""
+        return FileReport(status=FETCH_OK, size=len(files[path])), files[path]
 
     def is_alive(self) -> bool:
         return self.alive
