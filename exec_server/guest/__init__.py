@@ -26,6 +26,7 @@ MODULES = (
     "watch",
     "cleanup",
     "supervisor",
+    "forks",
     "session_files",
     "session",
 )

@@ -183,6 +183,7 @@ class SessionLimits(Message):
 
     memory_mb: int
     cpu_budget: float
+    fork_uids: list[int] = field(default_factory=list)  # the uids its forks may get (``forks``)
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,19 @@ class RunRequest(Message):
     fetch_cap: int = 0  # bytes of fetched files in all
     harness: bool = False  # the input is a test script, judged in a process of its own
     size: int = 0  # bytes of body after the header
+    op: str = "run"  # a session's: "run" a call, "fork" the member, "end" the member
+    member: int = 0  # a session's interpreter the request is for: 0 its first, then its forks
+
+
+@dataclass(frozen=True)
+class MemberReport(Message):
+    """The ``RESULT`` of a session's ``fork`` or ``end`` request: the member made (or ended)
+    and its uid, or why the interpreter could not be forked (its own doing: threads left,
+    the nesting limit, no uid left, no answer)."""
+
+    member: int
+    uid: int
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -295,8 +309,8 @@ class Anomaly(Message):
     anomaly: str
 
 
-def read_result(text: bytes | str) -> "RunReport | Skipped | Anomaly":
-    """The ``RESULT`` frame's record: a RunReport, Skipped or Anomaly."""
+def read_result(text: bytes | str) -> "RunReport | Skipped | Anomaly | MemberReport":
+    """The ``RESULT`` frame's record: a RunReport, Skipped, Anomaly or MemberReport."""
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ProtocolError(f"RESULT: expected an object, got {data!r}")
@@ -304,6 +318,8 @@ def read_result(text: bytes | str) -> "RunReport | Skipped | Anomaly":
         return Anomaly.from_wire(data)
     if "skipped" in data:
         return Skipped.from_wire(data)
+    if "member" in data:
+        return MemberReport.from_wire(data)
     return RunReport.from_wire(data)
 
 

@@ -29,6 +29,7 @@ interpreter that ended and the OOM kill come from this process (docs/sessions.md
 code that owns its interpreter can and cannot still do).
 """
 
+import dataclasses
 import io
 import os
 import resource
@@ -38,7 +39,7 @@ import struct
 import sys
 import time
 
-from . import runner, session_files, zygote
+from . import forks, runner, session_files, zygote
 from .cleanup import Counters
 from .processes import (
     KILL_SECONDS,
@@ -58,6 +59,7 @@ from .protocol import (
     RESULT,
     Anomaly,
     FileRequest,
+    MemberReport,
     RunReport,
     read_session_request,
 )
@@ -96,15 +98,20 @@ def _interpreter_main(sock, out_w, err_w, config):
         os._exit(1)  # never fall back into the supervisor's code
 
 
-def _serve_calls(channel):
+def _serve_calls(channel, namespace=None, fork=forks.fork_interpreter):
     """Serve calls until the supervisor goes away. What this loop calls is bound here, before
     any code of the session runs, so code that patches builtins, ``os``, ``socket`` or ``sys``
-    later does not change how a call is received, run or reported."""
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    later does not change how a call is received, run or reported. A fork request makes a
+    fork that serves its own calls in a copy of ``namespace`` (``forks``)."""
+    if namespace is None:
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     receive, report, take = channel.recvmsg, channel.send, _take_call
     while True:
-        message, ancillary, _, _ = receive(64, socket.CMSG_SPACE(4))
+        message, ancillary, _, _ = receive(64, socket.CMSG_SPACE(4 * 3))
         fds = _received_fds(ancillary)
+        if message[: len(forks.FORK)] == forks.FORK and len(fds) == 3:
+            fork(channel, message, fds, lambda own: _serve_calls(own, namespace))
+            continue
         if message[: len(CALL)] != CALL or len(fds) != 1:
             os._exit(0)  # the supervisor is going away
         failed, memory_error = take(fds[0], namespace)
@@ -213,11 +220,21 @@ class _CallEnd(RunEnd):
 class _Interpreter:
     """The session's interpreter as the supervisor sees it: its pid, socket and pipes."""
 
-    def __init__(self, config, exits, counters):
+    def __init__(self, config, exits, counters, fork=None):
+        """The session's first interpreter, forked from here; or ``fork``: (uid, and what
+        ``forks.fork_member`` answered) for a fork of one."""
         self.exits, self.counters = exits, counters  # the supervisor's SIGCHLD pipe, cgroup files
         self.uid = config.uid
         self.cap = config.output_cap
         self.cpus = config.cpus  # the container's CPU quota: CPU time grows at most this fast
+        self.ended = False
+        self.member = forks.Member()  # its user namespace, for forking it
+        if fork is not None:
+            self.uid, (self.pid, self.sock, self.out_r, self.err_r, self.member) = fork
+            for fd in (self.out_r, self.err_r):
+                os.set_blocking(fd, False)
+            self._stop()
+            return
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
         self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -307,6 +324,22 @@ class _Interpreter:
             left = [p for p in self._strays() if p != self.pid]
         return len(found)
 
+    def fork(self, fork_uid, free, writer, config):
+        """A fork of this interpreter running as ``fork_uid`` (``forks``), both stopped
+        after; raises ``forks.ForkRefused``."""
+        os.kill(self.pid, signal.SIGCONT)
+        try:
+            if len(os.listdir(f"/proc/{self.pid}/task")) != 1:
+                raise forks.ForkRefused("the interpreter runs threads (a fork copies one)")
+            made = forks.fork_member(
+                self.pid, self.sock, self.uid, self.member, fork_uid, free, writer
+            )
+        finally:
+            if not self.exited():
+                self._stop()
+            self._kill_others()
+        return _Interpreter(config, self.exits, self.counters, fork=(fork_uid, made))
+
     def call(self, header, body_fd):
         """Run one call: its RESULT report, after its output frames (sent)."""
         output = Output(self.out_r, self.err_r, self.cap)
@@ -384,7 +417,8 @@ def main(config):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exits = ChildExits()
     counters = Counters()
-    interpreter = _Interpreter(config, exits, counters)
+    members = {0: _Interpreter(config, exits, counters)}  # the first, then its forks
+    family = _Family(config)
     os.write(1, READY_MARKER)
     while (header := read_request(read_session_request)) is not None:
         if isinstance(header, FileRequest):  # the file API, between calls (session_files.py)
@@ -396,8 +430,17 @@ def main(config):
         body_fd = os.memfd_create("boxed-call", os.MFD_CLOEXEC)
         try:
             receive_body(body_fd, header.size)
-            if interpreter.ended:
-                report = Anomaly("the session's interpreter has ended")
+            interpreter = members.get(header.member)
+            if header.op == "end" and interpreter is not None:
+                if not interpreter.ended:
+                    interpreter.end()
+                    zygote.wait_ended(interpreter.pid)
+                del members[header.member]
+                report = MemberReport(member=header.member, uid=interpreter.uid)
+            elif interpreter is None or interpreter.ended:
+                report = Anomaly(f"the session's interpreter {header.member} has ended")
+            elif header.op == "fork":
+                report = family.fork(members, header.member)
             else:
                 report = interpreter.call(header, body_fd)
         except Exception as exc:  # noqa: BLE001 - tell the host, which gives the session up
@@ -406,5 +449,35 @@ def main(config):
             os.close(body_fd)
         send(RESULT, report.to_json())
         scrub()  # no call's output stays in this process's buffers
-    if not interpreter.ended:
-        interpreter.end()
+    for interpreter in members.values():
+        if not interpreter.ended:
+            interpreter.end()
+
+
+class _Family:
+    """The session's interpreters' uids: the first one's, and the block its forks take
+    theirs from (``SessionLimits.fork_uids``, leased for the container by the host)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.first = config.uid
+        self.block = [config.uid, *config.session.fork_uids]
+        self.writer = forks.MapWriter(config.uid)
+        self.made = 0
+
+    def fork(self, members, which):
+        """Fork interpreter ``which`` into a new member: its MemberReport (``refused`` says
+        why not, a state of the interpreter's own making; the parent goes on either way)."""
+        held = {m.uid for m in members.values() if not m.ended}
+        free = [uid for uid in self.block if uid not in held]
+        if not free:
+            return MemberReport(member=which, uid=0, refused="no fork left: the maximum")
+        uid, rest = free[0], free[1:]
+        config = dataclasses.replace(self.config, uid=uid, gid=uid)
+        try:
+            fork = members[which].fork(uid, rest, self.writer, config)
+        except forks.ForkRefused as exc:
+            return MemberReport(member=which, uid=0, refused=str(exc))
+        self.made += 1
+        members[self.made] = fork
+        return MemberReport(member=self.made, uid=uid)

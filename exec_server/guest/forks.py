@@ -1,0 +1,479 @@
+"""A session interpreter's fork under a uid of its own (stdlib only): user namespaces.
+
+Only the interpreter can copy its own memory (``fork``), and it runs untrusted code with no
+capability, so it cannot give its child another uid by itself. The two share the work with the
+session program (PID 1, root, with CAP_SETUID/CAP_SETGID/CAP_KILL and nothing else):
+
+1. The interpreter forks. The child (the *fork*) and the parent each ``unshare`` a new user
+   namespace of their own: two siblings, children of the namespace they were in. Each is then
+   root in its own namespace only, and the two namespaces are siblings, so neither holds a
+   capability over the other (a process has one over a namespace only when it lives in that
+   namespace's parent as its owner, or in an ancestor with the capability).
+2. PID 1 writes both namespaces' uid and gid maps (``MapWriter``): the parent's maps its own
+   host uid, the fork's maps the fork's host uid, each plus the uids still free in the
+   container's block (what later forks of either will be given). Writing a map needs a writer
+   in the namespaces' parent that holds CAP_SYS_ADMIN over them (their owner's euid: the
+   session's first uid, which every first-level namespace was made as) and CAP_SETUID there;
+   PID 1 takes that euid for a moment (its real and saved uids stay 0, so it keeps its
+   capabilities), or, below the first level, a helper forked from it enters the namespaces'
+   parent (``setns``) first.
+3. The fork switches to its uid and both drop every capability (bounding set too); the uid
+   change and ``no_new_privs`` leave nothing to regain. PID 1 then checks from /proc, which the
+   code cannot write: each has its expected uid, no capability and no tracer.
+
+Costs and limits: the container's seccomp profile must allow ``unshare(CLONE_NEWUSER)`` and
+``setns(fd, CLONE_NEWUSER)`` (``backends/session_seccomp.py``), so code in a session container
+can make user namespaces of its own (owning nothing but themselves); each fork nests both the
+parent and the fork one namespace deeper, and the kernel stops at 32 levels (``MAX_DEPTH``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import select
+import shutil
+import signal
+import socket
+import stat
+import struct
+import time
+from collections.abc import Callable, Iterable
+
+CLONE_NEWUSER = 0x10000000
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+CAPABILITY_VERSION_3 = 0x20080522
+MAX_DEPTH = 32  # the kernel's nesting limit for user namespaces (init is level 0)
+RUN_DIR = "/tmp/run"
+FORK = b"fork"  # PID 1 to an interpreter: FORK, nonce, uid (4 bytes); the fork's 3 descriptors
+UNSHARED, MAPPED, READY, FORKED = b"unshared", b"mapped", b"ready", b"forked"
+GO, ABORT = b"go", b"abort"  # PID 1 to the parent: the fork is in its namespace (or failed)
+NONCE_BYTES = 16
+FORK_TIMEOUT = 10.0  # longest PID 1 waits for an interpreter's part of a fork
+SETUP_FAILED = 126
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+# -- both sides: capabilities ---------------------------------------------------------------
+def _capabilities() -> tuple[_CapHeader, ctypes.Array]:
+    header, data = _CapHeader(CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _check(libc.capget(ctypes.byref(header), data), "capget")
+    return header, data
+
+
+def raise_effective() -> None:
+    """Make the permitted capabilities effective (an euid change from 0 cleared them)."""
+    header, data = _capabilities()
+    for half in data:
+        half.effective = half.permitted
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+def drop_all_capabilities() -> None:
+    """Drop every capability: the bounding set (while CAP_SETPCAP is still held), the
+    ambient set, then the effective, permitted and inheritable sets."""
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "PR_CAPBSET_DROP")
+    _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT")
+    header = _CapHeader(CAPABILITY_VERSION_3, 0)
+    _check(libc.capset(ctypes.byref(header), (_CapData * 2)()), "capset")
+
+
+# -- the interpreter's side (the sandbox uid) ------------------------------------------------
+def enter_new_namespace() -> None:
+    """Move this process into a new user namespace of its own, whose set-groups stays denied
+    (the maps come from PID 1). Afterwards it is root there, and nowhere else."""
+    _check(libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+
+
+def become(uid: int, gid: int) -> None:
+    """Switch to ``uid``/``gid`` inside the mapped namespace, then drop every capability; the
+    uid change made the process non-dumpable, which hands its /proc to root: it owns it again,
+    as the session's interpreter does."""
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    drop_all_capabilities()
+    _check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
+
+
+class DirectorySnapshot:
+    """The working directory's files, opened while the fork still has the parent's uid, to be
+    written as its own copy after the switch (the parent's directory is 0700: the fork's new
+    uid could not read it)."""
+
+    def __init__(self, root: str = RUN_DIR) -> None:
+        self.root = root
+        self.entries: list[tuple[str, int, int | str | None]] = []  # (path, mode, fd/target)
+        for folder, dirs, files in os.walk(root):
+            relative = os.path.relpath(folder, root)
+            if relative != ".":
+                self.entries.append((relative, stat.S_IMODE(os.lstat(folder).st_mode), None))
+            for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+                path = os.path.join(folder, name)
+                info = os.lstat(path)
+                rel = os.path.normpath(os.path.join(relative, name))
+                if stat.S_ISLNK(info.st_mode):
+                    self.entries.append((rel, 0, os.readlink(path)))
+                elif stat.S_ISREG(info.st_mode):
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    self.entries.append((rel, stat.S_IMODE(info.st_mode), fd))
+
+    def write(self, destination: str) -> None:
+        """Make ``destination`` (new, 0700) a copy of the snapshot, and close its files."""
+        os.mkdir(destination, 0o700)
+        for rel, mode, source in self.entries:
+            path = os.path.join(destination, rel)
+            if source is None:
+                os.mkdir(path, mode)
+            elif isinstance(source, str):
+                os.symlink(source, path)
+            else:
+                out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+                try:
+                    os.lseek(source, 0, os.SEEK_SET)
+                    while os.sendfile(out, source, None, 1 << 20):
+                        pass
+                finally:
+                    os.close(out)
+                    os.close(source)
+
+
+def carry_open_files(kept: Iterable[int], old_root: str, new_root: str) -> None:
+    """Reopen, on the copy, every descriptor open on a file of ``old_root``, at its offset
+    and with its flags (the same number: a file object of the code goes on reading where it
+    was). Every other descriptor but ``kept`` is disconnected (``/dev/null`` takes its number):
+    an open file or pipe shared with the parent would be a channel between the two."""
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd in kept or fd == null:
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed meanwhile
+        inheritable = os.get_inheritable(fd)
+        if target.startswith(old_root + "/") and os.path.isfile(target):
+            flags = libc.fcntl(fd, 3, 0)  # F_GETFL
+            offset = os.lseek(fd, 0, os.SEEK_CUR)
+            copy = new_root + target[len(old_root) :]
+            keep = flags & (os.O_ACCMODE | os.O_APPEND | os.O_NONBLOCK)
+            fresh = os.open(copy, keep | os.O_NOFOLLOW | os.O_CLOEXEC)
+            os.lseek(fresh, offset, os.SEEK_SET)
+            os.dup2(fresh, fd, inheritable=inheritable)
+            os.close(fresh)
+        else:
+            os.dup2(null, fd, inheritable=inheritable)
+    os.close(null)
+
+
+def fork_interpreter(
+    channel: socket.socket,
+    message: bytes,
+    fds: list[int],
+    serve_as_fork: Callable[[socket.socket], None],
+    fork: Callable[[], int] = os.fork,
+    leave: Callable[[int], None] = os._exit,
+) -> None:
+    """The interpreter's part of a fork (from its serve loop, between calls): fork, and let
+    the child become the fork (``serve_as_fork`` then serves its calls, never returning);
+    this process moves to a new namespace of its own and drops what that gave it. Any
+    failure is PID 1's to see: it waits for this side's messages and refuses the fork."""
+    nonce = message[len(FORK) : len(FORK) + NONCE_BYTES]
+    uid = int.from_bytes(message[len(FORK) + NONCE_BYTES :][:4], "big")
+    os.umask(0o077)  # files made from now on are the maker's uid's alone, in both
+    middle = fork()
+    if middle == 0:
+        try:
+            if fork() != 0:
+                leave(0)  # the fork is PID 1's child from now on (it reaps and watches it)
+            channel.close()
+            _become_fork(fds, uid, serve_as_fork)
+        finally:
+            leave(SETUP_FAILED)
+    for fd in fds:
+        os.close(fd)
+    os.waitpid(middle, 0)
+    if channel.recv(64) != GO + nonce:
+        return  # the fork failed before it left this namespace: nothing changed here
+    enter_new_namespace()
+    drop_all_capabilities()
+    channel.send(UNSHARED + nonce)
+    if channel.recv(64) == MAPPED + nonce:
+        channel.send(FORKED + nonce)
+
+
+def _become_fork(fds: list[int], uid: int, serve_as_fork: Callable[[socket.socket], None]) -> None:
+    os.setsid()  # a session and group of its own: ending the parent's group spares it
+    for fd, number in zip(fds, (3, 1, 2), strict=True):  # its socket to PID 1, stdout, stderr
+        os.dup2(fd, number)
+        os.close(fd)
+    sock = socket.socket(fileno=3)
+    old_root = os.getcwd()
+    snapshot = DirectorySnapshot(old_root)  # while it can still read the parent's files
+    enter_new_namespace()
+    sock.send(UNSHARED)  # PID 1 reads this process's pid from the kernel (SO_PASSCRED)
+    if sock.recv(64) != MAPPED:
+        return
+    become(uid, uid)
+    for stale in glob.glob(f"/tmp/fork-{uid}-*"):  # a deleted fork's, of this uid
+        shutil.rmtree(stale, ignore_errors=True)
+    target = f"/tmp/fork-{uid}-{os.urandom(4).hex()}"
+    snapshot.write(target)
+    os.chdir(target)
+    carry_open_files({0, 1, 2, 3}, old_root, target)
+    sock.send(READY)
+    serve_as_fork(sock)
+
+
+# -- PID 1's side (root) ---------------------------------------------------------------------
+def uid_map(uids: Iterable[int]) -> str:
+    """The lines of an identity map of ``uids``: one line per run of consecutive ids."""
+    lines: list[str] = []
+    start = prev = None
+    for uid in sorted(set(uids)):
+        if prev is not None and uid == prev + 1:
+            prev = uid
+            continue
+        if start is not None:
+            lines.append(f"{start} {start} {prev - start + 1}")
+        start = prev = uid
+    if start is not None:
+        lines.append(f"{start} {start} {prev - start + 1}")
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())  # one write: a map is set whole, once
+    finally:
+        os.close(fd)
+
+
+def _write_maps(targets: Iterable[tuple[int, Iterable[int]]]) -> None:
+    for pid, uids in targets:
+        text = uid_map(uids)
+        _write(f"/proc/{pid}/gid_map", text)
+        _write(f"/proc/{pid}/uid_map", text)
+
+
+class MapWriter:
+    """PID 1's writer of new namespaces' maps. ``owner``: the euid every first-level
+    namespace of the container was made with (the session's first uid): as that euid, in the
+    root namespace, PID 1 holds every capability over them and their descendants."""
+
+    def __init__(self, owner: int) -> None:
+        self.owner = owner
+
+    def _as_owner(self):
+        return _EuidSwap(self.owner)
+
+    def namespace_of(self, pid: int) -> int:
+        """An open descriptor of ``pid``'s user namespace (for a later ``write``)."""
+        with self._as_owner():
+            return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+
+    def write(self, parent_ns: int | None, targets: list[tuple[int, list[int]]]) -> None:
+        """Write the maps of ``targets`` ((pid, uids) pairs), whose namespaces are children of
+        ``parent_ns`` (a descriptor from ``namespace_of``; None: the root namespace)."""
+        if parent_ns is None:
+            with self._as_owner():
+                raise_effective()
+                _write_maps(targets)
+            return
+        pid = os.fork()  # entering a namespace is for good: a helper does it
+        if pid == 0:
+            try:
+                os.setresuid(-1, self.owner, -1)
+                _check(libc.setns(parent_ns, CLONE_NEWUSER), "setns")
+                _write_maps(targets)
+            except BaseException as exc:  # noqa: BLE001 - a helper never returns
+                os.write(2, f"boxed session: writing a fork's maps failed: {exc!r}\n".encode())
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise RuntimeError("writing a fork's namespace maps failed")
+
+
+class _EuidSwap:
+    """PID 1 as euid ``uid`` for a moment (real and saved uid stay 0: the capabilities come
+    back with euid 0 on leaving)."""
+
+    def __init__(self, uid: int) -> None:
+        self.uid = uid
+
+    def __enter__(self) -> None:
+        os.setresuid(-1, self.uid, -1)
+
+    def __exit__(self, *exc: object) -> None:
+        os.setresuid(-1, 0, -1)
+
+
+class ForkRefused(Exception):
+    """The interpreter could not be forked, by its own state or doing: threads left running,
+    the nesting limit, no uid left, a part of the fork it did not play."""
+
+
+class Member:
+    """What PID 1 keeps of one interpreter for forking it: its user namespace (None: the
+    container's own) and the uids that namespace maps (None: all), its nesting depth."""
+
+    def __init__(self, ns: int | None = None, mapped: frozenset[int] | None = None) -> None:
+        self.ns, self.mapped, self.depth = ns, mapped, 0
+
+
+def _status(pid: int) -> dict[str, list[str]]:
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.split()
+    return fields
+
+
+def check_member(pid: int, uid: int) -> None:
+    """Raise unless /proc shows ``pid`` as PID 1's child running as ``uid`` (every uid and
+    gid), with no capability, no tracer and no_new_privs: what the code cannot forge."""
+    fields = _status(pid)
+    problems = []
+    if fields.get("PPid") != ["1"]:
+        problems.append(f"parent {fields.get('PPid')}")
+    for key in ("Uid", "Gid"):
+        if fields.get(key) != [str(uid)] * 4:
+            problems.append(f"{key} {fields.get(key)}")
+    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        if key in fields and int(fields[key][0], 16):
+            problems.append(f"{key} {fields[key][0]}")
+    if fields.get("TracerPid") != ["0"]:
+        problems.append(f"traced by {fields.get('TracerPid')}")
+    if fields.get("NoNewPrivs") not in (["1"], None):
+        problems.append("no_new_privs unset")
+    if problems:
+        raise ForkRefused(f"process {pid} is not as a fork must be: {', '.join(problems)}")
+
+
+class _Waiter:
+    """Messages from the interpreters taking part in a fork, until a deadline."""
+
+    def __init__(self) -> None:
+        self.deadline = time.monotonic() + FORK_TIMEOUT
+
+    def receive(self, sock: socket.socket, expected: bytes, credentials: bool = False) -> int:
+        """Wait for ``expected`` on ``sock`` (other messages are dropped: stale reports); the
+        sender's pid when ``credentials`` (the kernel's word, SO_PASSCRED), else 0."""
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0 or not select.select([sock], [], [], left)[0]:
+                raise ForkRefused("the interpreter did not play its part of the fork in time")
+            message, ancillary, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(12))
+            if not message:
+                raise ForkRefused("the interpreter closed its socket during the fork")
+            if message != expected:
+                continue
+            for level, kind, data in ancillary:
+                if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS):
+                    return struct.unpack("3i", data[:12])[0]
+            return 0
+
+
+def fork_member(
+    pid: int,
+    sock: socket.socket,
+    uid: int,
+    member: Member,
+    fork_uid: int,
+    free: Iterable[int],
+    writer: MapWriter,
+) -> tuple[int, socket.socket, int, int, Member]:
+    """Fork the interpreter ``pid`` (running as ``uid``, continued and idle, talking on
+    ``sock``) into a new one running as ``fork_uid``: (its pid, socket, stdout and stderr
+    pipes, Member). ``free``: the block's uids no interpreter holds, mapped into both new
+    namespaces for later forks. Both processes are checked from /proc before this returns;
+    the caller stops them. Raises ForkRefused, after killing whatever the fork left."""
+    if member.depth + 1 >= MAX_DEPTH:
+        raise ForkRefused(f"a fork of a fork nests {MAX_DEPTH} deep at most (user namespaces)")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    nonce = os.urandom(NONCE_BYTES)
+    child = 0
+    try:
+        socket.send_fds(
+            sock, [FORK + nonce + fork_uid.to_bytes(4, "big")], [theirs.fileno(), out_w, err_w]
+        )
+        for fd in (theirs.detach(), out_w, err_w):
+            os.close(fd)
+        wait = _Waiter()
+        try:
+            child = wait.receive(ours, UNSHARED, credentials=True)
+        except ForkRefused:
+            sock.send(ABORT + nonce)
+            raise
+        sock.send(GO + nonce)
+        wait.receive(sock, UNSHARED + nonce)
+        fields = _status(child)
+        if fields.get("PPid") != ["1"] or fields.get("Uid", [""])[0] != str(uid):
+            raise ForkRefused(f"process {child} reported as the fork but is not it")
+        available = set(free) if member.mapped is None else set(free) & member.mapped
+        parent_ids = frozenset({uid} | available)
+        fork_ids = frozenset({fork_uid} | available)
+        writer.write(member.ns, [(pid, sorted(parent_ids)), (child, sorted(fork_ids))])
+        ours.send(MAPPED)
+        sock.send(MAPPED + nonce)
+        wait.receive(ours, READY)
+        wait.receive(sock, FORKED + nonce)
+        check_member(child, fork_uid)
+        check_member(pid, uid)
+        fork = Member(writer.namespace_of(child), fork_ids)
+        moved = Member(writer.namespace_of(pid), parent_ids)
+    except BaseException:
+        ours.close()
+        for fd in (out_r, err_r):
+            os.close(fd)
+        if child:
+            _kill(child)
+        raise
+    if member.ns is not None:
+        os.close(member.ns)
+    member.ns, member.mapped = moved.ns, moved.mapped
+    member.depth += 1
+    fork.depth = member.depth
+    return child, ours, out_r, err_r, fork
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
