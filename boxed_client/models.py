@@ -182,6 +182,11 @@ class SessionCreateRequest(BaseModel):
     image: str | None = Field(
         default=None, max_length=63, description=IMAGE_DOC + " Fixed for the session's life."
     )
+    max_forks: int | None = Field(
+        default=None,
+        ge=0,
+        description="Forks it may hold at once (POST /sessions/{id}/fork), its forks' included.",
+    )
 
 
 class SessionInfo(BaseModel):
@@ -202,6 +207,9 @@ class SessionInfo(BaseModel):
         "lifetime left, whichever is shorter."
     )
     lifetime_left: float = Field(description="Seconds until its maximum lifetime is reached.")
+    forked_from: str | None = Field(
+        default=None, description="The session this one is a fork of (POST .../fork)."
+    )
 
 
 class SessionExecuteResponse(ExecuteResponse):

@@ -32,7 +32,7 @@ from typing import Any
 
 from scorer.outcome import Failure, FailureCode
 
-from . import metrics
+from . import metrics, session_forks
 from .admission import Overloaded, current_tenant
 from .answers import to_response
 from .backends.base import (
@@ -82,15 +82,24 @@ class SessionLimits:
     cpu_timeout: float | None
     idle_timeout: float
     max_lifetime: float
+    max_forks: int = 0
 
 
 def sandbox_spec(
-    memory_mb: int, max_lifetime: float, settings: Settings, session_id: str
+    memory_mb: int,
+    max_lifetime: float,
+    settings: Settings,
+    session_id: str,
+    max_forks: int = 0,
 ) -> SessionSpec:
-    """What a session's sandbox is started with: its memory limit, and a CPU budget for its
-    whole life (a backstop: its lifetime at every CPU it may use)."""
+    """What a session's sandbox is started with: its memory limit, a CPU budget for its
+    whole life (a backstop: its lifetime at every CPU it may use) and the forks it may hold (a
+    warm sandbox serves only a create asking for all of these)."""
     return SessionSpec(
-        memory_mb=memory_mb, cpu_budget=max_lifetime * settings.cpus, session_id=session_id
+        memory_mb=memory_mb,
+        cpu_budget=max_lifetime * settings.cpus,
+        session_id=session_id,
+        max_forks=max_forks,
     )
 
 
@@ -102,7 +111,9 @@ def resolve_session_limits(req: SessionCreateRequest, settings: Settings) -> Ses
     cpu = req.cpu_timeout if req.cpu_timeout is not None else s.cpu_timeout_default
     idle = req.idle_timeout if req.idle_timeout is not None else s.session_idle_timeout_default
     life = req.max_lifetime if req.max_lifetime is not None else s.session_lifetime_default
+    forks = req.max_forks if req.max_forks is not None else s.session_forks_default
     for name, value, maximum in (
+        ("max_forks", forks, s.session_forks_max),
         ("memory_mb", memory, s.memory_mb_max),
         ("timeout", timeout, s.timeout_max),
         ("cpu_timeout", cpu or 0, s.timeout_max),
@@ -113,7 +124,7 @@ def resolve_session_limits(req: SessionCreateRequest, settings: Settings) -> Ses
             raise RequestError(422, f"{name} {value:g} exceeds the maximum {maximum:g}", name)
     if memory < MIN_MEMORY_MB:
         raise RequestError(422, f"memory_mb must be at least {MIN_MEMORY_MB}", "memory_mb")
-    return SessionLimits(memory, timeout, cpu, idle, life)
+    return SessionLimits(memory, timeout, cpu, idle, life, forks)
 
 
 @dataclass
@@ -129,6 +140,7 @@ class _Session:
     image: str = "default"  # the name of its operator image (exec_server.images)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     calls: int = 0
+    forked_from: str | None = None  # the session it is a fork of
 
     def lifetime_left(self, now: float) -> float:
         return max(self.created + self.limits.max_lifetime - now, 0.0)
@@ -160,6 +172,7 @@ class _Session:
             created_at=self.created_at,
             expires_in=round(self.expires_in(now), 3),
             lifetime_left=round(self.lifetime_left(now), 3),
+            forked_from=self.forked_from,
         )
 
 
@@ -333,16 +346,14 @@ class SessionManager:
         """A new session of ``owner`` (a caller's scope), counted in its tenant's quota."""
         image = self.engine.image(req.image)
         limits = resolve_session_limits(req, image.settings)
-        if len(self._open) + self._creating.total() >= self.settings.max_sessions:
-            raise Overloaded(f"{self.settings.max_sessions} sessions open: the maximum")
         tenant = current_tenant.get()
-        held = self._creating[tenant] + sum(s.tenant == tenant for s in self._open.values())
-        if held >= self.settings.sessions_per_tenant:
-            raise Overloaded(f"this tenant holds {held} sessions: its quota")
+        self._admit(tenant)
         self.engine.check_available(image)
         # The id is made first, so the sandbox carries it (a container label) from the start;
         # a warm sandbox was made with the id of the session it serves.
-        spec = sandbox_spec(limits.memory_mb, limits.max_lifetime, self.settings, self.ids.new())
+        spec = sandbox_spec(
+            limits.memory_mb, limits.max_lifetime, self.settings, self.ids.new(), limits.max_forks
+        )
         pool = self.pools.get(image.name)
         warm = pool.take(spec) if pool is not None else None
         if warm is not None:
@@ -366,6 +377,58 @@ class SessionManager:
         metrics.SESSIONS_CREATED.inc()
         self._count()
         return session.info(now)
+
+    def _admit(self, tenant: str) -> None:
+        """Refuse a new session (429) past the service's or ``tenant``'s quota."""
+        if len(self._open) + self._creating.total() >= self.settings.max_sessions:
+            raise Overloaded(f"{self.settings.max_sessions} sessions open: the maximum")
+        held = self._creating[tenant] + sum(s.tenant == tenant for s in self._open.values())
+        if held >= self.settings.sessions_per_tenant:
+            raise Overloaded(f"this tenant holds {held} sessions: its quota")
+
+    async def fork(self, session_id: str, owner: str) -> SessionInfo:
+        """A new session of ``owner``: a copy of its session ``session_id``'s interpreter
+        and files (``session_forks``), with its own limits' clocks, counted like a new one."""
+        parent = self._find(session_id, owner)
+        self._admit(parent.tenant)
+        await self._take_turn(parent)
+        try:
+            self._find(session_id, owner)
+            self._expire_if_due(parent)
+            if parent.limits.max_forks == 0:
+                raise RequestError(409, f"session {parent.id} was made with max_forks 0")
+            self._creating[parent.tenant] += 1
+            try:
+                async with self.admission.slot():
+                    parent.sandbox, sandbox = await session_forks.fork(parent.sandbox)
+            except session_forks.ForkRefused as exc:
+                raise RequestError(409, str(exc)) from None
+            except SandboxError as exc:
+                failure = Failure.of(FailureCode.SESSION_LOST)
+                self._lose(parent, f"its sandbox failed: {exc}", "sandbox_error", failure)
+                self._find(session_id, owner)  # raises SessionGone
+                raise
+            finally:
+                self._creating[parent.tenant] -= 1
+        finally:
+            parent.lock.release()
+        now = time.monotonic()
+        fork = _Session(
+            self.ids.new(),
+            sandbox,
+            parent.limits,
+            now,
+            time.time(),
+            now,
+            parent.tenant,
+            owner,
+            parent.image,
+        )
+        fork.forked_from = parent.id
+        self._open[fork.id] = fork
+        metrics.SESSIONS_CREATED.inc()
+        self._count()
+        return fork.info(now)
 
     def info(self, session_id: str, owner: str) -> SessionInfo:
         session = self._find(session_id, owner)

@@ -432,6 +432,20 @@ class Settings(BaseSettings):
         "/sessions/{id}/files?dir=...); a directory holding more is answered truncated. At "
         "most 100000.",
     )
+    session_forks_default: int = Field(
+        default=0,
+        ge=0,
+        description="Forks a session may hold at once (POST /sessions/{id}/fork; a fork's "
+        "forks count too) when it asks no max_forks. They live in its container, which gets "
+        "one more host uid and one more memory limit per fork, and a seccomp profile that "
+        "allows user namespaces (docs/sessions.md#forks); 0: such sessions cannot fork.",
+    )
+    session_forks_max: int = Field(
+        default=8,
+        ge=0,
+        le=64,
+        description="Largest max_forks a session may ask.",
+    )
 
     @field_validator(
         "api_key",
@@ -471,6 +485,8 @@ class Settings(BaseSettings):
             )
         if self.session_lifetime_default > self.session_lifetime_max:
             raise ValueError("BOXED_SESSION_LIFETIME_DEFAULT exceeds BOXED_SESSION_LIFETIME_MAX")
+        if self.session_forks_default > self.session_forks_max:
+            raise ValueError("BOXED_SESSION_FORKS_DEFAULT exceeds BOXED_SESSION_FORKS_MAX")
         if (self.max_sessions_per_tenant or 0) > self.max_sessions:
             raise ValueError("BOXED_MAX_SESSIONS_PER_TENANT exceeds BOXED_MAX_SESSIONS")
         if (self.max_work_per_tenant or 0) > self.max_concurrency + self.max_queue:

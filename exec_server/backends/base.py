@@ -107,6 +107,7 @@ class SessionSpec:
     memory_mb: int  # the interpreter's memory limit (and its container's, plus the overhead)
     cpu_budget: float  # CPU seconds the interpreter may use in its whole life (a backstop)
     session_id: str  # the session's id, as the API gives it: its sandbox is labelled with it
+    max_forks: int = 0  # forks it may hold at once, in its container (``session_forks``)
 
 
 @runtime_checkable

@@ -41,7 +41,8 @@ from ..image_labels import sandbox_versions
 from ..image_scan import ChunkReader, ImageReport, ScanCache, scan_tar
 from ..settings import Settings
 from .base import BackendHealth, SandboxError, SessionSpec
-from .host_uids import UID_LABEL, Lease, sandbox_uids
+from .host_uids import FORK_UIDS_LABEL, UID_LABEL, Lease, LeaseBlock, sandbox_uids
+from .session_seccomp import session_profile
 from .supervised import (
     SANDBOX_ENV,
     Preload,
@@ -261,7 +262,7 @@ class DockerBackend:
         self.child_nproc = settings.pids_limit if gvisor else None
         # each container runs its code as a host uid of its own, held until it is removed
         self.uids = sandbox_uids(settings)
-        self._leases: dict[str, Lease] = {}
+        self._leases: dict[str, Lease | LeaseBlock] = {}
         self._labelled: tuple[float, frozenset[str]] = (-UID_LIST_TTL, frozenset())
         self._labelled_lock = threading.Lock()
         # The image id the service checked (``exec_server.images``): containers are made
@@ -291,9 +292,10 @@ class DockerBackend:
 
     # -- the container's make-up ----------------------------------------------------------------
     def command(
-        self, lease: Lease, session: SessionSpec | None = None, direct: bool = False
+        self, lease: Lease | LeaseBlock, session: SessionSpec | None = None, direct: bool = False
     ) -> list[str]:
-        """The supervisor's command line; its code runs as ``lease``'s uid."""
+        """The supervisor's command line; its code runs as ``lease``'s uid (a session's forks
+        as the block's others)."""
         config = supervisor_config(
             self.settings,
             reuse=self.reuses_sandboxes,
@@ -301,6 +303,7 @@ class DockerBackend:
             preload_at_start=self.preload.at_start,
             user=(lease.uid, lease.gid),
             session=session,
+            fork_uids=lease.fork_uids if isinstance(lease, LeaseBlock) else (),
         )
         config = dataclasses.replace(config, env=self.snippet_env())
         if direct:
@@ -318,10 +321,14 @@ class DockerBackend:
         merged = dict(entry.split("=", 1) for entry in self._image_env[image] if "=" in entry)
         return [f"{name}={value}" for name, value in {**merged, **SANDBOX_ENV}.items()]
 
-    def container_labels(self, lease: Lease, session: SessionSpec | None = None) -> dict[str, str]:
-        """The labels of a new container: the backend's, its uid (``uid_in_use``), and a
+    def container_labels(
+        self, lease: Lease | LeaseBlock, session: SessionSpec | None = None
+    ) -> dict[str, str]:
+        """The labels of a new container: the backend's, its uids (``uid_in_use``), and a
         session's id on its sandbox (``docker ps --filter label=boxed.session=ID``)."""
         labels = {**self.labels, UID_LABEL: str(lease.uid)}
+        if isinstance(lease, LeaseBlock):
+            labels[FORK_UIDS_LABEL] = ",".join(map(str, lease.fork_uids))
         if session is not None:
             labels[SESSION_LABEL] = session.session_id
         return labels
@@ -329,6 +336,20 @@ class DockerBackend:
     def lease_uid(self) -> Lease:
         """A uid for a new container, of its own on the host (``host_uids``)."""
         return self.uids.acquire(self.uid_in_use)
+
+    def lease_block(self, forks: int) -> Lease | LeaseBlock:
+        """A new container's uids: one, or a forkable session's one plus one per fork."""
+        if forks == 0:
+            return self.lease_uid()
+        leases: list[Lease] = []
+        try:
+            for _ in range(1 + forks):
+                leases.append(self.lease_uid())
+        except BaseException:
+            for lease in leases:
+                lease.release()
+            raise
+        return LeaseBlock(leases)
 
     def uid_in_use(self, uid: int) -> bool:
         """Whether a container of the engine still carries ``uid`` (a crashed service's, not
@@ -342,11 +363,18 @@ class DockerBackend:
                     listed = self.api.containers(all=True, filters=filters)
                 except ENGINE_ERRORS as exc:
                     raise SandboxError(f"cannot list sandboxes: {exc}") from exc
-                labelled = frozenset(c["Labels"][UID_LABEL] for c in listed)
+                labelled = frozenset(
+                    uid
+                    for c in listed
+                    for uid in (
+                        c["Labels"][UID_LABEL],
+                        *filter(None, c["Labels"].get(FORK_UIDS_LABEL, "").split(",")),
+                    )
+                )
                 self._labelled = (time.monotonic(), labelled)
         return str(uid) in labelled
 
-    def hold(self, container_id: str, lease: Lease) -> None:
+    def hold(self, container_id: str, lease: Lease | LeaseBlock) -> None:
         """Keep ``lease`` until the container is removed."""
         self._leases[container_id] = lease
 
@@ -407,7 +435,11 @@ class DockerBackend:
         # A container that serves one snippet would pay more for finding the socket (an
         # engine call, the polling) than the attach stream costs it.
         direct = self.direct and (self.reuses_sandboxes or session is not None)
-        lease = self.lease_uid()
+        forks = session.max_forks if session is not None else 0
+        lease = self.lease_block(forks)
+        options = self.host_options(memory_mb * (1 + forks), socket=direct)
+        if forks:  # its forks take user namespaces (``session_seccomp``)
+            options["security_opt"] = ["no-new-privileges", f"seccomp={session_profile()}"]
         try:
             container_id = self.api.create_container(
                 self.pinned_image or self.settings.sandbox_image,
@@ -422,9 +454,7 @@ class DockerBackend:
                 stdin_open=True,  # and StdinOnce (docker-py, not detached): our end of the
                 # attach stream closing ends the supervisor's stdin
                 network_disabled=True,
-                host_config=self.api.create_host_config(
-                    **self.host_options(memory_mb, socket=direct)
-                ),
+                host_config=self.api.create_host_config(**options),
             )["Id"]
         except ENGINE_ERRORS as exc:
             lease.release()  # no container: a failed create leaves none behind

@@ -37,6 +37,7 @@ from .base import SandboxError
 
 log = logging.getLogger("boxed.uids")
 UID_LABEL = "boxed.uid"  # a sandbox container's uid, for the engine's listing
+FORK_UIDS_LABEL = "boxed.fork_uids"  # a forkable session's other uids, comma-separated
 ACCOUNT_FILES = (Path("/etc/passwd"), Path("/etc/group"))  # name:x:id:...
 SUBID_FILES = (Path("/etc/subuid"), Path("/etc/subgid"))  # owner:first:count
 
@@ -102,6 +103,30 @@ class Lease:
         if self._owner is not None:
             self._owner._release(self)
             self._owner = None
+
+
+@dataclass
+class LeaseBlock:
+    """Uids held together for one container: a session's first (``uid``) and one for each
+    fork it may hold (``fork_uids``), each a lease of its own under the same rules."""
+
+    leases: list[Lease]
+
+    @property
+    def uid(self) -> int:
+        return self.leases[0].uid
+
+    @property
+    def gid(self) -> int:
+        return self.leases[0].gid
+
+    @property
+    def fork_uids(self) -> list[int]:
+        return [lease.uid for lease in self.leases[1:]]
+
+    def release(self) -> None:
+        for lease in self.leases:
+            lease.release()
 
 
 class HostUids:

@@ -15,7 +15,7 @@ import logging
 import socket
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ..guest import bootstrap_source
@@ -33,6 +33,7 @@ from ..guest.protocol import (
     FileReport,
     FileRequest,
     GuestConfig,
+    MemberReport,
     RunReport,
     RunRequest,
     SessionLimits,
@@ -53,6 +54,7 @@ REPORT_GRACE = 10.0  # the supervisor stops runs itself (a bomb's sweep can take
 SETTLE_TIMEOUT = 10.0
 FILE_GRACE = 10.0  # a session's file request: this long, plus the time its bytes take at
 FILE_BYTES_PER_SECOND = 2**20  # this rate (a slow engine stream), before it counts as broken
+MEMBER_TIMEOUT = 30.0  # a fork waits up to 10 s for each of the interpreter's parts
 REUSABLE = (Status.OK, Status.ERROR)
 MAX_PARSED_CODE = 64 * 1024  # longer code is not parsed to choose the interpreter: preloaded
 _STDLIB = sys.stdlib_module_names
@@ -165,6 +167,7 @@ def supervisor_config(
     preload_at_start: bool,
     user: tuple[int, int],
     session: SessionSpec | None = None,
+    fork_uids: Sequence[int] = (),
 ) -> GuestConfig:
     """The guest program's configuration (``guest/supervisor.py``, or ``guest/session.py``
     for a ``session``), the same for every backend; ``nproc``: the child's RLIMIT_NPROC where
@@ -193,7 +196,11 @@ def supervisor_config(
         program="supervisor" if session is None else "session",
         session=None
         if session is None
-        else SessionLimits(memory_mb=session.memory_mb, cpu_budget=session.cpu_budget),
+        else SessionLimits(
+            memory_mb=session.memory_mb,
+            cpu_budget=session.cpu_budget,
+            fork_uids=list(fork_uids),  # ``user``'s block: one uid for each fork it may hold
+        ),
     )
 
 
@@ -324,9 +331,10 @@ class SupervisedSandbox:
             "it wrote nothing: its container was killed or removed from outside"
         )
 
-    async def run(self, job: Job) -> Observation:
-        """Hand the snippet to the supervisor and collect its output and result."""
-        await self._send(self._request(job, following=0))
+    async def run(self, job: Job, member: int = 0) -> Observation:
+        """Hand the snippet to the supervisor and collect its output and result; ``member``:
+        which interpreter of a session with forks runs it (``session_forks``)."""
+        await self._send(self._request(job, following=0, member=member))
         observation = await self._observe(job)
         if observation is None:
             self.broken = True
@@ -359,7 +367,22 @@ class SupervisedSandbox:
                 sending.exception()  # retrieved: a failed send has marked the sandbox broken
         return observations
 
-    def _request(self, job: Job, following: int) -> bytes:
+    async def member_request(self, op: str, member: int) -> MemberReport:
+        """A session's ``fork`` or ``end`` of interpreter ``member`` (``session_forks``)."""
+        header = RunRequest(wall=0.0, cpu=0.0, memory_mb=self.memory_mb, heavy=False, last=False)
+        await self._send(encode_request(replace(header, op=op, member=member), b""))
+        try:
+            async with asyncio.timeout(MEMBER_TIMEOUT):
+                result = self._result(await self._read_until(RESULT))
+        except TimeoutError:
+            self.broken = True
+            raise SandboxError(f"the session program did not answer a {op}") from None
+        if not isinstance(result, MemberReport):
+            self.broken = True
+            raise SandboxError(f"the session program failed a {op}: {result}")
+        return result
+
+    def _request(self, job: Job, following: int, member: int = 0) -> bytes:
         """The supervisor request for ``job``; ``following``: requests of its batch after it."""
         limits = job.limits
         heavy = self.preload.available and not job.argv and (job.heavy or needs_preload(job.code))
@@ -378,6 +401,7 @@ class SupervisedSandbox:
             fetch=list(job.fetch or ()),
             fetch_cap=job.fetch_bytes if job.fetch else 0,
             harness=job.harness,
+            member=member,
         )
         body = snippet_body(job.code, job.stdin)
         if job.files:
@@ -411,6 +435,9 @@ class SupervisedSandbox:
             raise SandboxError(f"sandbox supervisor failed: {result.anomaly}")
         if isinstance(result, Skipped):
             return None
+        if isinstance(result, MemberReport):
+            self.broken = True
+            raise SandboxError("the session program answered a call as a fork")
         self.runs += 1
         self.holding = job.more
         self.ended = self.ended or result.ended
@@ -481,7 +508,7 @@ class SupervisedSandbox:
             raise SandboxError(f"fetched files disagree with the supervisor's report: {sizes}")
         return {name: bytes(data) for name, data in files.items()}
 
-    def _result(self, data: bytes) -> RunReport | Skipped | Anomaly:
+    def _result(self, data: bytes) -> RunReport | Skipped | Anomaly | MemberReport:
         """The RESULT frame's record; a malformed one breaks the sandbox."""
         try:
             return read_result(data)

@@ -41,6 +41,25 @@ async def create_session(request: Request, req: OptionalLimits) -> SessionInfo:
     return info
 
 
+@router.post(
+    "/sessions/{session_id}/fork",
+    response_model=SessionInfo,
+    status_code=201,
+    responses={
+        **_ANSWERS,
+        409: {"description": "A call is running, or the session cannot fork: `detail` says why."},
+    },
+)
+async def fork_session(session_id: str, request: Request) -> SessionInfo:
+    """Fork the session: a new session with a copy of its interpreter's state (globals,
+    imports, open files at their offsets) and of its working directory, independent from
+    then on (its own uid, limits, time left and verdicts), counted in the tenant's quota."""
+    sessions = request.app.state.executor.sessions
+    info = await sessions.fork(session_id, caller_of(request).scope)
+    metrics.count_request("/sessions/{session_id}/fork", "201")
+    return info
+
+
 @router.get("/sessions/{session_id}", response_model=SessionInfo, responses=_ANSWERS)
 async def get_session(session_id: str, request: Request) -> SessionInfo:
     """The session's limits and the time it has left."""
