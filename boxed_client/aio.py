@@ -258,6 +258,7 @@ class AsyncClient(ClientBase):
         idle_timeout: float | None = None,
         max_lifetime: float | None = None,
         image: str | None = None,
+        max_forks: int | None = None,
     ) -> AsyncSession:
         """A session, opened by ``async with`` (or ``await open()``); see
         :meth:`Client.session`."""
@@ -268,6 +269,7 @@ class AsyncClient(ClientBase):
             "idle_timeout": idle_timeout,
             "max_lifetime": max_lifetime,
             "image": image,
+            "max_forks": max_forks,
         }
         return AsyncSession(self, {k: v for k, v in limits.items() if v is not None})
 
@@ -290,6 +292,10 @@ class AsyncSession(SessionBase):
         """Run one call in the session (its globals, imports and files are kept)."""
         attempts, body = self._call(code, input, timeout)
         return SessionResult.model_validate(await self.client._send(attempts, body))
+
+    async def fork(self) -> AsyncSession:
+        """A new session with a copy of this one's state; see :meth:`Session.fork`."""
+        return self._forked(await self.client._send(self._fork_attempts()))
 
     async def refresh(self) -> SessionInfo:
         attempts = self._attempts("GET", self._path())

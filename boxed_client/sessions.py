@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from boxed_client.attempts import Attempts
 from boxed_client.base import ClientBase
@@ -36,6 +36,19 @@ class SessionBase:
         self.info = SessionInfo.model_validate(data)
         self.id = self.info.session_id
         self._pin = attempts.url_index
+
+    def _fork_attempts(self) -> Attempts:
+        """The attempts of ``POST /sessions/{id}/fork``: never replayed (a fork made twice
+        would leave a session behind)."""
+        return self._attempts("POST", self._path("/fork"), replay=False)
+
+    def _forked(self, data: Any) -> Self:
+        """The fork the server answered with: open, on this session's server."""
+        fork = type(self)(self.client, dict(self.limits))
+        fork.info = SessionInfo.model_validate(data)
+        fork.id = fork.info.session_id
+        fork._pin = self._pin
+        return fork
 
     def _call(self, code: str, input: str, timeout: float | None) -> tuple[Attempts, dict]:
         body = execute_body({"code": code, "input": input, "timeout": timeout})

@@ -259,6 +259,7 @@ class Client(ClientBase):
         idle_timeout: float | None = None,
         max_lifetime: float | None = None,
         image: str | None = None,
+        max_forks: int | None = None,
     ) -> Session:
         """A session (one persistent interpreter on one server), opened by ``with`` (or
         ``open()``) and deleted at the end of the block, in the server's image ``image``
@@ -270,6 +271,7 @@ class Client(ClientBase):
             "idle_timeout": idle_timeout,
             "max_lifetime": max_lifetime,
             "image": image,
+            "max_forks": max_forks,
         }
         return Session(self, {k: v for k, v in limits.items() if v is not None})
 
@@ -295,6 +297,13 @@ class Session(SessionBase):
         """Run one call in the session (its globals, imports and files are kept)."""
         attempts, body = self._call(code, input, timeout)
         return SessionResult.model_validate(self.client._send(attempts, body))
+
+    def fork(self) -> Session:
+        """``POST /sessions/{id}/fork``: a new session, open on the same server, with a copy
+        of this one's interpreter (globals, imports, open files) and working directory,
+        independent from then on; close it (or use it in a ``with`` block) like this one. The
+        session must have been made with ``max_forks`` (or the server's default) above 0."""
+        return self._forked(self.client._send(self._fork_attempts()))
 
     def refresh(self) -> SessionInfo:
         """``GET /sessions/{id}``: its limits and time left."""

@@ -41,6 +41,8 @@ import struct
 import time
 from collections.abc import Callable, Iterable
 
+from .processes import processes
+
 CLONE_NEWUSER = 0x10000000
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
@@ -381,6 +383,16 @@ def check_member(pid: int, uid: int) -> None:
         raise ForkRefused(f"process {pid} is not as a fork must be: {', '.join(problems)}")
 
 
+def kill_uid_but(uid: int, kept: set[int]) -> None:
+    """SIGKILL every process of ``uid`` but ``kept`` (reaped by whoever is their parent)."""
+    for other, (owner, _, _) in processes().items():
+        if owner == uid and other not in kept:
+            try:
+                os.kill(other, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 class _Waiter:
     """Messages from the interpreters taking part in a fork, until a deadline."""
 
@@ -413,11 +425,13 @@ def fork_member(
     fork_uid: int,
     free: Iterable[int],
     writer: MapWriter,
+    block: Iterable[int] = (),
 ) -> tuple[int, socket.socket, int, int, Member]:
     """Fork the interpreter ``pid`` (running as ``uid``, continued and idle, talking on
     ``sock``) into a new one running as ``fork_uid``: (its pid, socket, stdout and stderr
-    pipes, Member). ``free``: the block's uids no interpreter holds, mapped into both new
-    namespaces for later forks. Both processes are checked from /proc before this returns;
+    pipes, Member). ``free``: the block's uids no interpreter holds, mapped into the fork's
+    namespace for its later forks; ``block``: every uid of the session's, which the first
+    interpreter's namespaces map. Both processes are checked from /proc before this returns;
     the caller stops them. Raises ForkRefused, after killing whatever the fork left."""
     if member.depth + 1 >= MAX_DEPTH:
         raise ForkRefused(f"a fork of a fork nests {MAX_DEPTH} deep at most (user namespaces)")
@@ -444,10 +458,17 @@ def fork_member(
         fields = _status(child)
         if fields.get("PPid") != ["1"] or fields.get("Uid", [""])[0] != str(uid):
             raise ForkRefused(f"process {child} reported as the fork but is not it")
+        # The parent keeps every uid its namespace had (those of live forks too: it holds no
+        # capability to use them, checked while it is stopped), so freed ones come back to it;
+        # the fork, which needs CAP_SETUID to take its uid, gets only its own and free ones.
+        _hold_still(pid, uid, child)
+        parent_ids = frozenset(block) if member.mapped is None else member.mapped
         available = set(free) if member.mapped is None else set(free) & member.mapped
-        parent_ids = frozenset({uid} | available)
         fork_ids = frozenset({fork_uid} | available)
-        writer.write(member.ns, [(pid, sorted(parent_ids)), (child, sorted(fork_ids))])
+        try:
+            writer.write(member.ns, [(pid, sorted(parent_ids)), (child, sorted(fork_ids))])
+        finally:
+            os.kill(pid, signal.SIGCONT)
         ours.send(MAPPED)
         sock.send(MAPPED + nonce)
         wait.receive(ours, READY)
@@ -469,6 +490,21 @@ def fork_member(
     member.depth += 1
     fork.depth = member.depth
     return child, ours, out_r, err_r, fork
+
+
+def _hold_still(pid: int, uid: int, child: int) -> None:
+    """Stop the parent (in its new namespace, before its map exists) and make sure it can use
+    no uid there: no capability left in any set, one thread, no other process of its uid but
+    the fork (killed: it could hold the capabilities its namespace gave)."""
+    os.kill(pid, signal.SIGSTOP)
+    os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
+    fields = _status(pid)
+    if fields.get("Threads") != ["1"]:
+        raise ForkRefused("the interpreter started a thread during the fork")
+    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        if key in fields and int(fields[key][0], 16):
+            raise ForkRefused(f"the interpreter kept capabilities during the fork: {key}")
+    kill_uid_but(uid, {pid, child})
 
 
 def _kill(pid: int) -> None:

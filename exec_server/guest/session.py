@@ -50,6 +50,7 @@ from .processes import (
     kill_all,
     kill_uid,
     libc,
+    processes,
     snippet_processes,
     task_state,
 )
@@ -324,7 +325,7 @@ class _Interpreter:
             left = [p for p in self._strays() if p != self.pid]
         return len(found)
 
-    def fork(self, fork_uid, free, writer, config):
+    def fork(self, fork_uid, free, writer, config, block):
         """A fork of this interpreter running as ``fork_uid`` (``forks``), both stopped
         after; raises ``forks.ForkRefused``."""
         os.kill(self.pid, signal.SIGCONT)
@@ -332,7 +333,7 @@ class _Interpreter:
             if len(os.listdir(f"/proc/{self.pid}/task")) != 1:
                 raise forks.ForkRefused("the interpreter runs threads (a fork copies one)")
             made = forks.fork_member(
-                self.pid, self.sock, self.uid, self.member, fork_uid, free, writer
+                self.pid, self.sock, self.uid, self.member, fork_uid, free, writer, block
             )
         finally:
             if not self.exited():
@@ -454,6 +455,19 @@ def main(config):
             interpreter.end()
 
 
+def _kill_strangers(members, fork):
+    """After a fork only the session's interpreters may run in the container: kill anything
+    else (a process made during the fork could have taken a free uid of the block)."""
+    known = {m.pid for m in members} | {fork.pid}
+    for pid in processes():
+        if pid not in known:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, os.WNOHANG)  # this process's own child: no zombie left
+            except (ProcessLookupError, ChildProcessError):
+                pass  # gone, or another's child (a zombie until its parent runs again)
+
+
 class _Family:
     """The session's interpreters' uids: the first one's, and the block its forks take
     theirs from (``SessionLimits.fork_uids``, leased for the container by the host)."""
@@ -470,12 +484,17 @@ class _Family:
         why not, a state of the interpreter's own making; the parent goes on either way)."""
         held = {m.uid for m in members.values() if not m.ended}
         free = [uid for uid in self.block if uid not in held]
-        if not free:
+        # Its namespace can only give out the uids it maps: those free when it was made (or
+        # last forked). A uid freed since comes back for interpreters made after that.
+        mapped = members[which].member.mapped
+        usable = [uid for uid in free if mapped is None or uid in mapped]
+        if not usable:
             return MemberReport(member=which, uid=0, refused="no fork left: the maximum")
-        uid, rest = free[0], free[1:]
+        uid, rest = usable[0], [other for other in free if other != usable[0]]
         config = dataclasses.replace(self.config, uid=uid, gid=uid)
         try:
-            fork = members[which].fork(uid, rest, self.writer, config)
+            fork = members[which].fork(uid, rest, self.writer, config, self.block)
+            _kill_strangers(members.values(), fork)
         except forks.ForkRefused as exc:
             return MemberReport(member=which, uid=0, refused=str(exc))
         self.made += 1
