@@ -168,7 +168,7 @@ def run_session(calls: list[tuple[str, str]]) -> tuple[list[list[int]], int, str
     with tempfile.NamedTemporaryFile("r", suffix=".json") as result:
         proc = subprocess.run(
             [sys.executable, "-I", "-c", SESSION_HARNESS]
-            + [packed_sources(), json.dumps(calls), result.name],
+            + [packed_sources("session"), json.dumps(calls), result.name],
             capture_output=True,
             timeout=30,
         )

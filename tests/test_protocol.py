@@ -101,7 +101,10 @@ def test_a_key_too_many_or_missing_is_refused(message: Message) -> None:
         ({"uid": True}, "GuestConfig.uid: expected int"),
         ({"preload": "sympy"}, "GuestConfig.preload: expected a list"),
         ({"preload": [1]}, "GuestConfig.preload: expected str"),
-        ({"session": {"memory_mb": 512}}, r"SessionLimits: .*missing keys \['cpu_budget'\]"),
+        (
+            {"session": {"memory_mb": 512, "fork_uids": []}},
+            r"SessionLimits: .*missing keys \['cpu_budget'\]",
+        ),
         ({"nproc": 1.5}, "GuestConfig.nproc: expected int"),
     ],
 )
@@ -220,11 +223,13 @@ def test_a_guest_started_with_another_configuration_refuses_to_start(
     assert re.search(message, proc.stderr), proc.stderr
 
 
-def test_the_guests_sources_fit_one_command_line_argument_with_room_to_grow() -> None:
-    """The Docker backends pass the sources as one argument of the container's command, and
-    ``execve`` refuses an argument over 128 KiB (``MAX_ARG_STRLEN``): every container would fail
-    to start. Packed, they must stay under half of that."""
-    packed = packed_sources()
+@pytest.mark.parametrize("program", ["supervisor", "session"])
+def test_the_guests_sources_fit_one_command_line_argument_with_room_to_grow(program: str) -> None:
+    """The Docker backends pass the sources a program needs as one argument of the container's
+    command, and ``execve`` refuses an argument over 128 KiB (``MAX_ARG_STRLEN``): every
+    container would fail to start. Packed, they must stay under half of that."""
+    packed = packed_sources(program)
     assert len(packed) < 128 * 1024 // 2, len(packed)
-    assert unpack_sources(packed) == module_sources()
-    assert len(json.dumps(module_sources())) > len(packed)  # the packing is what makes room
+    assert unpack_sources(packed) == module_sources(program)
+    assert len(json.dumps(module_sources(program))) > len(packed)  # the packing makes room
+    assert program in module_sources(program) and "zygote" in module_sources(program)

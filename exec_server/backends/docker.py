@@ -309,7 +309,8 @@ class DockerBackend:
         if direct:
             config = dataclasses.replace(config, socket=SOCKET_PATH)
         wire = json.dumps(config.to_wire())
-        return ["python3", "-I", "-u", "-c", bootstrap_source(), packed_sources(), wire]
+        sources = packed_sources(config.program)
+        return ["python3", "-I", "-u", "-c", bootstrap_source(), sources, wire]
 
     def snippet_env(self) -> list[str]:
         """Every snippet's environment: the image's ``ENV`` with the service's variables over it,

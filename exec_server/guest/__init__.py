@@ -32,16 +32,24 @@ MODULES = (
 )
 
 
-def module_sources() -> dict[str, str]:
-    """Source text of every guest module, keyed by module name (in installation order)."""
-    return {name: (GUEST_DIR / f"{name}.py").read_text() for name in MODULES}
+# Modules only one program uses: a container of the other is started without them, which keeps
+# its command line (one argument of at most 128 KiB) short.
+PROGRAM_ONLY = {"supervisor": ("fetch", "supervisor"), "session": ("forks", "session")}
+
+
+def module_sources(program: str | None = None) -> dict[str, str]:
+    """Source text of the guest modules ``program`` needs (None: every one), keyed by module
+    name (in installation order)."""
+    left_out = {n for p, only in PROGRAM_ONLY.items() if p != program for n in only}
+    names = MODULES if program is None else [n for n in MODULES if n not in left_out]
+    return {name: (GUEST_DIR / f"{name}.py").read_text() for name in names}
 
 
 @cache
-def packed_sources() -> str:
-    """Every guest module's source as the one command-line argument ``bootstrap.py`` reads
-    (``protocol.pack_sources``), made once per process."""
-    return pack_sources(module_sources())
+def packed_sources(program: str = "supervisor") -> str:
+    """The guest modules ``program`` needs as the one command-line argument ``bootstrap.py``
+    reads (``protocol.pack_sources``), made once per process."""
+    return pack_sources(module_sources(program))
 
 
 def bootstrap_source() -> str:

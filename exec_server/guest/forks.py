@@ -1,34 +1,15 @@
-"""A session interpreter's fork under a uid of its own (stdlib only): user namespaces.
+"""A session interpreter's fork under a host uid of its own, through user namespaces (stdlib
+only; docs/sessions.md#forks says why each step is needed).
 
-Only the interpreter can copy its own memory (``fork``), and it runs untrusted code with no
-capability, so it cannot give its child another uid by itself. The two share the work with the
-session program (PID 1, root, with CAP_SETUID/CAP_SETGID/CAP_KILL and nothing else):
-
-1. The interpreter forks. The child (the *fork*) and the parent each ``unshare`` a new user
-   namespace of their own: two siblings, children of the namespace they were in. Each is then
-   root in its own namespace only, and the two namespaces are siblings, so neither holds a
-   capability over the other (a process has one over a namespace only when it lives in that
-   namespace's parent as its owner, or in an ancestor with the capability).
-2. PID 1 writes both namespaces' uid and gid maps (``MapWriter``): the parent's maps its own
-   host uid, the fork's maps the fork's host uid, each plus the uids still free in the
-   container's block (what later forks of either will be given). Writing a map needs a writer
-   in the namespaces' parent that holds CAP_SYS_ADMIN over them (their owner's euid: the
-   session's first uid, which every first-level namespace was made as) and CAP_SETUID there;
-   PID 1 takes that euid for a moment (its real and saved uids stay 0, so it keeps its
-   capabilities), or, below the first level, a helper forked from it enters the namespaces'
-   parent (``setns``) first.
-3. The fork switches to its uid and both drop every capability (bounding set too); the uid
-   change and ``no_new_privs`` leave nothing to regain. PID 1 then checks from /proc, which the
-   code cannot write: each has its expected uid, no capability and no tracer.
-
-Costs and limits: the container's seccomp profile must allow ``unshare(CLONE_NEWUSER)`` and
-``setns(fd, CLONE_NEWUSER)`` (``backends/session_seccomp.py``), so code in a session container
-can make user namespaces of its own (owning nothing but themselves); each fork nests both the
-parent and the fork one namespace deeper, and the kernel stops at 32 levels (``MAX_DEPTH``).
+The interpreter forks (twice: the fork becomes PID 1's child); the fork and then the parent
+each ``unshare`` a user namespace: two siblings, so neither holds a capability over the other.
+PID 1 writes both maps as the namespaces' owner (``MapWriter``); the fork switches to its uid,
+both drop every capability, and PID 1 checks both from /proc, which the code cannot write.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -39,7 +20,7 @@ import socket
 import stat
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from .processes import processes
 
@@ -80,23 +61,17 @@ def _check(result: int, what: str) -> None:
 
 
 # -- both sides: capabilities ---------------------------------------------------------------
-def _capabilities() -> tuple[_CapHeader, ctypes.Array]:
-    header, data = _CapHeader(CAPABILITY_VERSION_3, 0), (_CapData * 2)()
-    _check(libc.capget(ctypes.byref(header), data), "capget")
-    return header, data
-
-
 def raise_effective() -> None:
     """Make the permitted capabilities effective (an euid change from 0 cleared them)."""
-    header, data = _capabilities()
+    header, data = _CapHeader(CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _check(libc.capget(ctypes.byref(header), data), "capget")
     for half in data:
         half.effective = half.permitted
     _check(libc.capset(ctypes.byref(header), data), "capset")
 
 
 def drop_all_capabilities() -> None:
-    """Drop every capability: the bounding set (while CAP_SETPCAP is still held), the
-    ambient set, then the effective, permitted and inheritable sets."""
+    """Drop every capability: bounding set first (it needs CAP_SETPCAP), ambient, the rest."""
     with open("/proc/sys/kernel/cap_last_cap") as f:
         last = int(f.read())
     for cap in range(last + 1):
@@ -108,17 +83,15 @@ def drop_all_capabilities() -> None:
 
 # -- the interpreter's side (the sandbox uid) ------------------------------------------------
 def enter_new_namespace() -> None:
-    """Move this process into a new user namespace of its own, whose set-groups stays denied
-    (the maps come from PID 1). Afterwards it is root there, and nowhere else."""
+    """Move into a new user namespace of its own (root there only; set-groups denied)."""
     _check(libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
 
 
 def become(uid: int, gid: int) -> None:
-    """Switch to ``uid``/``gid`` inside the mapped namespace, then drop every capability; the
-    uid change made the process non-dumpable, which hands its /proc to root: it owns it again,
-    as the session's interpreter does."""
+    """Switch to ``uid``/``gid`` in the mapped namespace and drop every capability; then own
+    its /proc again (the switch made it non-dumpable), as the session's interpreter does."""
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     drop_all_capabilities()
@@ -126,9 +99,8 @@ def become(uid: int, gid: int) -> None:
 
 
 class DirectorySnapshot:
-    """The working directory's files, opened while the fork still has the parent's uid, to be
-    written as its own copy after the switch (the parent's directory is 0700: the fork's new
-    uid could not read it)."""
+    """The working directory's files, opened while the fork has the parent's uid, written as
+    its copy after the switch (the parent's directory is 0700 to the new uid)."""
 
     def __init__(self, root: str = RUN_DIR) -> None:
         self.root = root
@@ -168,10 +140,9 @@ class DirectorySnapshot:
 
 
 def carry_open_files(kept: Iterable[int], old_root: str, new_root: str) -> None:
-    """Reopen, on the copy, every descriptor open on a file of ``old_root``, at its offset
-    and with its flags (the same number: a file object of the code goes on reading where it
-    was). Every other descriptor but ``kept`` is disconnected (``/dev/null`` takes its number):
-    an open file or pipe shared with the parent would be a channel between the two."""
+    """Reopen each descriptor on a file of ``old_root`` on its copy, at its offset, flags and
+    number; every other but ``kept`` becomes /dev/null (one shared with the parent would be a
+    channel between the two)."""
     null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
@@ -180,7 +151,7 @@ def carry_open_files(kept: Iterable[int], old_root: str, new_root: str) -> None:
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
-            continue  # the listing's own descriptor, closed meanwhile
+            continue  # the listing's own
         inheritable = os.get_inheritable(fd)
         if target.startswith(old_root + "/") and os.path.isfile(target):
             flags = libc.fcntl(fd, 3, 0)  # F_GETFL
@@ -204,18 +175,17 @@ def fork_interpreter(
     fork: Callable[[], int] = os.fork,
     leave: Callable[[int], None] = os._exit,
 ) -> None:
-    """The interpreter's part of a fork (from its serve loop, between calls): fork, and let
-    the child become the fork (``serve_as_fork`` then serves its calls, never returning);
-    this process moves to a new namespace of its own and drops what that gave it. Any
-    failure is PID 1's to see: it waits for this side's messages and refuses the fork."""
+    """The interpreter's part of a fork (from its serve loop): the child becomes the fork
+    (``serve_as_fork`` serves its calls); this process moves to a namespace of its own and
+    drops what that gave it. PID 1 sees any failure (a missing message) and refuses."""
     nonce = message[len(FORK) : len(FORK) + NONCE_BYTES]
     uid = int.from_bytes(message[len(FORK) + NONCE_BYTES :][:4], "big")
-    os.umask(0o077)  # files made from now on are the maker's uid's alone, in both
+    os.umask(0o077)  # files made from now on are their maker's alone
     middle = fork()
     if middle == 0:
         try:
             if fork() != 0:
-                leave(0)  # the fork is PID 1's child from now on (it reaps and watches it)
+                leave(0)  # the fork is PID 1's child from now on
             channel.close()
             _become_fork(fds, uid, serve_as_fork)
         finally:
@@ -224,7 +194,7 @@ def fork_interpreter(
         os.close(fd)
     os.waitpid(middle, 0)
     if channel.recv(64) != GO + nonce:
-        return  # the fork failed before it left this namespace: nothing changed here
+        return  # the fork failed: nothing changed here
     enter_new_namespace()
     drop_all_capabilities()
     channel.send(UNSHARED + nonce)
@@ -233,19 +203,19 @@ def fork_interpreter(
 
 
 def _become_fork(fds: list[int], uid: int, serve_as_fork: Callable[[socket.socket], None]) -> None:
-    os.setsid()  # a session and group of its own: ending the parent's group spares it
-    for fd, number in zip(fds, (3, 1, 2), strict=True):  # its socket to PID 1, stdout, stderr
+    os.setsid()  # ending the parent's group spares it
+    for fd, number in zip(fds, (3, 1, 2), strict=True):  # socket, stdout, stderr
         os.dup2(fd, number)
         os.close(fd)
     sock = socket.socket(fileno=3)
     old_root = os.getcwd()
-    snapshot = DirectorySnapshot(old_root)  # while it can still read the parent's files
+    snapshot = DirectorySnapshot(old_root)  # while it can read the parent's files
     enter_new_namespace()
-    sock.send(UNSHARED)  # PID 1 reads this process's pid from the kernel (SO_PASSCRED)
+    sock.send(UNSHARED)  # with its pid, by the kernel's word (SO_PASSCRED)
     if sock.recv(64) != MAPPED:
         return
     become(uid, uid)
-    for stale in glob.glob(f"/tmp/fork-{uid}-*"):  # a deleted fork's, of this uid
+    for stale in glob.glob(f"/tmp/fork-{uid}-*"):  # an ended fork's
         shutil.rmtree(stale, ignore_errors=True)
     target = f"/tmp/fork-{uid}-{os.urandom(4).hex()}"
     snapshot.write(target)
@@ -257,19 +227,8 @@ def _become_fork(fds: list[int], uid: int, serve_as_fork: Callable[[socket.socke
 
 # -- PID 1's side (root) ---------------------------------------------------------------------
 def uid_map(uids: Iterable[int]) -> str:
-    """The lines of an identity map of ``uids``: one line per run of consecutive ids."""
-    lines: list[str] = []
-    start = prev = None
-    for uid in sorted(set(uids)):
-        if prev is not None and uid == prev + 1:
-            prev = uid
-            continue
-        if start is not None:
-            lines.append(f"{start} {start} {prev - start + 1}")
-        start = prev = uid
-    if start is not None:
-        lines.append(f"{start} {start} {prev - start + 1}")
-    return "\n".join(lines) + "\n"
+    """An identity map of ``uids`` (one line each: a block holds at most 65)."""
+    return "".join(f"{uid} {uid} 1\n" for uid in sorted(set(uids)))
 
 
 def _write(path: str, text: str) -> None:
@@ -288,26 +247,22 @@ def _write_maps(targets: Iterable[tuple[int, Iterable[int]]]) -> None:
 
 
 class MapWriter:
-    """PID 1's writer of new namespaces' maps. ``owner``: the euid every first-level
-    namespace of the container was made with (the session's first uid): as that euid, in the
-    root namespace, PID 1 holds every capability over them and their descendants."""
+    """PID 1's writer of new namespaces' maps. ``owner``: the session's first uid, which made
+    every first-level namespace: as that euid PID 1 holds every capability over them all."""
 
     def __init__(self, owner: int) -> None:
         self.owner = owner
 
-    def _as_owner(self):
-        return _EuidSwap(self.owner)
-
     def namespace_of(self, pid: int) -> int:
         """An open descriptor of ``pid``'s user namespace (for a later ``write``)."""
-        with self._as_owner():
+        with _euid(self.owner):
             return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
 
     def write(self, parent_ns: int | None, targets: list[tuple[int, list[int]]]) -> None:
         """Write the maps of ``targets`` ((pid, uids) pairs), whose namespaces are children of
-        ``parent_ns`` (a descriptor from ``namespace_of``; None: the root namespace)."""
+        ``parent_ns`` (from ``namespace_of``; None: the root one, else a helper enters it)."""
         if parent_ns is None:
-            with self._as_owner():
+            with _euid(self.owner):
                 raise_effective()
                 _write_maps(targets)
             return
@@ -326,28 +281,24 @@ class MapWriter:
             raise RuntimeError("writing a fork's namespace maps failed")
 
 
-class _EuidSwap:
-    """PID 1 as euid ``uid`` for a moment (real and saved uid stay 0: the capabilities come
-    back with euid 0 on leaving)."""
-
-    def __init__(self, uid: int) -> None:
-        self.uid = uid
-
-    def __enter__(self) -> None:
-        os.setresuid(-1, self.uid, -1)
-
-    def __exit__(self, *exc: object) -> None:
+@contextlib.contextmanager
+def _euid(uid: int) -> Iterator[None]:
+    """PID 1 as euid ``uid`` for a moment (its real and saved uids stay 0, so its capabilities
+    come back with euid 0)."""
+    os.setresuid(-1, uid, -1)
+    try:
+        yield
+    finally:
         os.setresuid(-1, 0, -1)
 
 
 class ForkRefused(Exception):
-    """The interpreter could not be forked, by its own state or doing: threads left running,
-    the nesting limit, no uid left, a part of the fork it did not play."""
+    """The interpreter could not be forked, by its own state or doing."""
 
 
 class Member:
-    """What PID 1 keeps of one interpreter for forking it: its user namespace (None: the
-    container's own) and the uids that namespace maps (None: all), its nesting depth."""
+    """PID 1's record of an interpreter's user namespace (None: the container's), the uids
+    it maps (None: all) and its depth."""
 
     def __init__(self, ns: int | None = None, mapped: frozenset[int] | None = None) -> None:
         self.ns, self.mapped, self.depth = ns, mapped, 0
@@ -362,25 +313,16 @@ def _status(pid: int) -> dict[str, list[str]]:
     return fields
 
 
-def check_member(pid: int, uid: int) -> None:
-    """Raise unless /proc shows ``pid`` as PID 1's child running as ``uid`` (every uid and
-    gid), with no capability, no tracer and no_new_privs: what the code cannot forge."""
+def check_member(pid: int, uid: int, threads: bool = False) -> None:
+    """Raise unless /proc shows ``pid`` as PID 1's child, all uids and gids ``uid``, with no
+    capability, tracer or other thread (``threads``), and no_new_privs."""
     fields = _status(pid)
-    problems = []
-    if fields.get("PPid") != ["1"]:
-        problems.append(f"parent {fields.get('PPid')}")
-    for key in ("Uid", "Gid"):
-        if fields.get(key) != [str(uid)] * 4:
-            problems.append(f"{key} {fields.get(key)}")
-    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-        if key in fields and int(fields[key][0], 16):
-            problems.append(f"{key} {fields[key][0]}")
-    if fields.get("TracerPid") != ["0"]:
-        problems.append(f"traced by {fields.get('TracerPid')}")
-    if fields.get("NoNewPrivs") not in (["1"], None):
-        problems.append("no_new_privs unset")
-    if problems:
-        raise ForkRefused(f"process {pid} is not as a fork must be: {', '.join(problems)}")
+    wanted = {"PPid": ["1"], "Uid": [str(uid)] * 4, "Gid": [str(uid)] * 4, "TracerPid": ["0"]}
+    wanted.update({"NoNewPrivs": ["1"], **({"Threads": ["1"]} if threads else {})})
+    wanted.update({k: ["0" * 16] for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")})
+    wrong = [k for k, v in wanted.items() if k in fields and fields[k] != v]
+    if wrong:
+        raise ForkRefused(f"process {pid} is not as a fork must be: {wrong}")
 
 
 def kill_uid_but(uid: int, kept: set[int]) -> None:
@@ -400,8 +342,8 @@ class _Waiter:
         self.deadline = time.monotonic() + FORK_TIMEOUT
 
     def receive(self, sock: socket.socket, expected: bytes, credentials: bool = False) -> int:
-        """Wait for ``expected`` on ``sock`` (other messages are dropped: stale reports); the
-        sender's pid when ``credentials`` (the kernel's word, SO_PASSCRED), else 0."""
+        """Wait for ``expected`` on ``sock`` (others dropped); the sender's pid by the kernel's
+        word (SO_PASSCRED) when ``credentials``, else 0."""
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0 or not select.select([sock], [], [], left)[0]:
@@ -427,12 +369,10 @@ def fork_member(
     writer: MapWriter,
     block: Iterable[int] = (),
 ) -> tuple[int, socket.socket, int, int, Member]:
-    """Fork the interpreter ``pid`` (running as ``uid``, continued and idle, talking on
-    ``sock``) into a new one running as ``fork_uid``: (its pid, socket, stdout and stderr
-    pipes, Member). ``free``: the block's uids no interpreter holds, mapped into the fork's
-    namespace for its later forks; ``block``: every uid of the session's, which the first
-    interpreter's namespaces map. Both processes are checked from /proc before this returns;
-    the caller stops them. Raises ForkRefused, after killing whatever the fork left."""
+    """Fork the idle interpreter ``pid`` (``uid``, on ``sock``) into one running as
+    ``fork_uid``: (its pid, socket, stdout and stderr pipes, Member). ``free``: uids no
+    interpreter holds (the fork's namespace maps them, for its own forks); ``block``: every
+    uid of the session. Raises ForkRefused, after killing the fork."""
     if member.depth + 1 >= MAX_DEPTH:
         raise ForkRefused(f"a fork of a fork nests {MAX_DEPTH} deep at most (user namespaces)")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -455,12 +395,10 @@ def fork_member(
             raise
         sock.send(GO + nonce)
         wait.receive(sock, UNSHARED + nonce)
-        fields = _status(child)
-        if fields.get("PPid") != ["1"] or fields.get("Uid", [""])[0] != str(uid):
+        if _status(child).get("Uid", [""])[0] != str(uid):
             raise ForkRefused(f"process {child} reported as the fork but is not it")
-        # The parent keeps every uid its namespace had (those of live forks too: it holds no
-        # capability to use them, checked while it is stopped), so freed ones come back to it;
-        # the fork, which needs CAP_SETUID to take its uid, gets only its own and free ones.
+        # The parent, checked capless while stopped, keeps every uid (freed ones come back to
+        # it); the fork, which needs CAP_SETUID to switch, maps only its own and free ones.
         _hold_still(pid, uid, child)
         parent_ids = frozenset(block) if member.mapped is None else member.mapped
         available = set(free) if member.mapped is None else set(free) & member.mapped
@@ -493,17 +431,11 @@ def fork_member(
 
 
 def _hold_still(pid: int, uid: int, child: int) -> None:
-    """Stop the parent (in its new namespace, before its map exists) and make sure it can use
-    no uid there: no capability left in any set, one thread, no other process of its uid but
-    the fork (killed: it could hold the capabilities its namespace gave)."""
+    """Stop the parent before its map exists and make sure it can use none of it: one
+    thread, no capability, no other process of its uid but the fork."""
     os.kill(pid, signal.SIGSTOP)
     os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
-    fields = _status(pid)
-    if fields.get("Threads") != ["1"]:
-        raise ForkRefused("the interpreter started a thread during the fork")
-    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-        if key in fields and int(fields[key][0], 16):
-            raise ForkRefused(f"the interpreter kept capabilities during the fork: {key}")
+    check_member(pid, uid, threads=True)
     kill_uid_but(uid, {pid, child})
 
 
