@@ -111,7 +111,13 @@ def resolve_session_limits(req: SessionCreateRequest, settings: Settings) -> Ses
     cpu = req.cpu_timeout if req.cpu_timeout is not None else s.cpu_timeout_default
     idle = req.idle_timeout if req.idle_timeout is not None else s.session_idle_timeout_default
     life = req.max_lifetime if req.max_lifetime is not None else s.session_lifetime_default
-    forks = req.max_forks if req.max_forks is not None else s.session_forks_default
+    gvisor = s.runtime == "runsc"  # no setns into a user namespace there: forks cannot nest
+    forks = s.session_forks_default if not gvisor else 0
+    forks = req.max_forks if req.max_forks is not None else forks
+    if forks and gvisor:
+        raise RequestError(
+            422, "sessions cannot fork under gVisor (docs/sessions.md#forks)", "max_forks"
+        )
     for name, value, maximum in (
         ("max_forks", forks, s.session_forks_max),
         ("memory_mb", memory, s.memory_mb_max),

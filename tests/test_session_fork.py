@@ -11,7 +11,10 @@ import httpx
 import pytest
 
 from boxed_client import Client
+from exec_server.backends.session_seccomp import CLONE_NEWUSER, SANDBOX_PROFILE, session_profile
+from exec_server.guest import forks
 from tests.conftest import running_service
+from tests.runtimes import engine_for
 
 pytestmark = pytest.mark.docker
 
@@ -190,3 +193,38 @@ def test_the_client_forks_a_session(url: str) -> None:
             branch.execute("x = 2")
             assert branch.execute("print(x)").stdout == "2\n"
         assert session.execute("print(round(x, 2))").stdout == "3.14\n"
+
+
+def test_gvisor_sessions_cannot_fork(request: pytest.FixtureRequest) -> None:
+    """gVisor refuses setns into a user namespace and id maps of more than one range, which
+    forks need: there a session asking for forks is refused, and none is made forkable."""
+    with (
+        running_service(
+            engine_for(request, "runsc"),
+            BOXED_POOL_SIZE="0",
+            BOXED_STRICT_POOL_SIZE="0",
+            BOXED_SESSION_FORKS_DEFAULT="3",
+        ) as service,
+        httpx.Client(base_url=service.url, timeout=60) as http,
+    ):
+        refused = http.post("/sessions", json={"max_forks": 1})
+        assert refused.status_code == 422 and "gVisor" in refused.text
+        sid = new_session(http)
+        assert run(http, sid, "x = 1")["status"] == "ok"
+        assert http.post(f"/sessions/{sid}/fork").status_code == 409
+
+
+def test_the_forkable_profile_adds_user_namespaces_and_nothing_else() -> None:
+    sandbox = json.loads(SANDBOX_PROFILE.read_text())
+    forkable = json.loads(session_profile())
+    added = [rule for rule in forkable["syscalls"] if rule not in sandbox["syscalls"]]
+    assert forkable["defaultAction"] == sandbox["defaultAction"]
+    assert len(forkable["syscalls"]) == len(sandbox["syscalls"]) + 2
+    assert [(r["names"], r["args"]) for r in added] == [
+        (["unshare"], [{"index": 0, "value": CLONE_NEWUSER, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]),
+        (["setns"], [{"index": 1, "value": CLONE_NEWUSER, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]),
+    ]
+
+
+def test_an_id_map_has_a_line_per_run_of_consecutive_ids() -> None:
+    assert forks.uid_map([7, 3, 4, 5, 9, 4]) == "3 3 3\n7 7 1\n9 9 1\n"
