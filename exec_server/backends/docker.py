@@ -437,10 +437,10 @@ class DockerBackend:
         # engine call, the polling) than the attach stream costs it.
         direct = self.direct and (self.reuses_sandboxes or session is not None)
         forks = session.max_forks if session is not None else 0
-        lease = self.lease_block(forks)
         options = self.host_options(memory_mb * (1 + forks), socket=direct)
         if forks:  # its forks take user namespaces (``session_seccomp``)
             options["security_opt"] = ["no-new-privileges", f"seccomp={session_profile()}"]
+        lease = self.lease_block(forks)
         try:
             container_id = self.api.create_container(
                 self.pinned_image or self.settings.sandbox_image,
