@@ -160,8 +160,7 @@ def main():
     members = {"root": root, "f1": f1, "f2": f2, "f3": f3}
     report["uids"] = {n: status(m.pid)["Uid"] for n, m in members.items()}
     report["caps"] = {
-        n: [status(m.pid)[k][0] for k in ("CapEff", "CapPrm", "CapBnd")]
-        for n, m in members.items()
+        n: [status(m.pid)[k][0] for k in ("CapEff", "CapPrm", "CapBnd")] for n, m in members.items()
     }
     report["tracer"] = {n: status(m.pid)["TracerPid"][0] for n, m in members.items()}
     report["state"] = {
