@@ -16,9 +16,11 @@ the last member does (deleting a parent leaves its forks running).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from .backends.base import Job, SandboxError, SessionSandbox
 from .backends.supervised import SupervisedSandbox
+from .guest.protocol import FileReport, FileRequest
 from .verdict import Observation
 
 
@@ -58,6 +60,15 @@ class MemberSandbox:
 
     def is_alive(self) -> bool:
         return self.family.sandbox.is_alive()
+
+    async def file_request(
+        self, request: FileRequest, data: bytes = b""
+    ) -> tuple[FileReport, bytes]:
+        """A file request on this member's own working directory, with its own uid."""
+        async with self.family.lock:
+            return await self.family.sandbox.file_request(
+                replace(request, member=self.member), data
+            )
 
     async def discard(self) -> bool:
         """End this interpreter; the container goes with the last one."""

@@ -124,6 +124,31 @@ def test_a_fork_carries_the_state_and_goes_its_own_way(http: httpx.Client) -> No
     assert http.get(f"/sessions/{child}").json()["calls"] == 3  # its own count from the fork
 
 
+def test_a_forks_file_api_reaches_its_own_directory_only(http: httpx.Client) -> None:
+    """The file API of a fork serves the fork's copy of the working directory with the fork's
+    uid: never the parent's directory, and the parent's API never the fork's."""
+    parent = new_session(http)
+    assert run(http, parent, "import json, os")["status"] == "ok"
+    assert http.put(f"/sessions/{parent}/files/shared.txt", content=b"before").status_code == 201
+    child = fork(http, parent)
+    assert http.get(f"/sessions/{child}/files/shared.txt").content == b"before"  # the copy
+    assert http.put(f"/sessions/{child}/files/shared.txt", content=b"fork").status_code == 204
+    assert http.put(f"/sessions/{child}/files/mine.txt", content=b"m").status_code == 201
+    assert http.get(f"/sessions/{parent}/files/shared.txt").content == b"before"
+    assert http.get(f"/sessions/{parent}/files/mine.txt").status_code == 404
+    assert (
+        run(http, child, "print(open('shared.txt').read(), open('mine.txt').read())")["stdout"]
+        == "fork m\n"
+    )
+    _, child_uid, _ = who(http, child)
+    made = run(http, child, "print(os.stat('mine.txt').st_uid)")["stdout"]
+    assert int(made) == child_uid  # written with the fork's own uid
+    names = {e["name"] for e in http.get(f"/sessions/{child}/files").json()["entries"]}
+    assert {"shared.txt", "mine.txt"} <= names
+    for sid in (child, parent):
+        assert http.delete(f"/sessions/{sid}").status_code == 204
+
+
 def test_parent_and_fork_cannot_reach_each_other(http: httpx.Client) -> None:
     parent = new_session(http)
     run(http, parent, SETUP + "\n" + REACH)

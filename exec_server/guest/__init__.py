@@ -34,7 +34,7 @@ MODULES = (
 
 # Modules only one program uses: a container of the other is started without them, which keeps
 # its command line (one argument of at most 128 KiB) short.
-PROGRAM_ONLY = {"supervisor": ("fetch", "supervisor"), "session": ("forks", "session")}
+PROGRAM_ONLY = {"supervisor": ("supervisor",), "session": ("forks", "session_files", "session")}
 
 
 def module_sources(program: str | None = None) -> dict[str, str]:

@@ -343,6 +343,7 @@ class FileRequest(Message):
     path: str
     cap: int  # get: the largest file sent; list: the most entries answered
     size: int = 0  # bytes of body after the header
+    member: int = 0  # whose working directory: the first interpreter's, or a fork's
 
 
 @dataclass(frozen=True)
@@ -368,12 +369,15 @@ class FileReport(Message):
     truncated: bool = False
 
 
+FILE_OPS = ("put", "get", "list", "delete")  # a FileRequest's; a RunRequest's are run/fork/end
+
+
 def read_session_request(text: bytes | str) -> "RunRequest | FileRequest":
     """A session program's request header: a call (``RunRequest``) or a ``FileRequest``."""
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ProtocolError(f"request: expected an object, got {data!r}")
-    if "op" in data:
+    if data.get("op") in FILE_OPS:
         return FileRequest.from_wire(data)
     return RunRequest.from_wire(data)
 

@@ -30,11 +30,13 @@ code that owns its interpreter can and cannot still do).
 """
 
 import dataclasses
+import glob
 import io
 import os
 import resource
 import signal
 import socket
+import stat
 import struct
 import sys
 import time
@@ -424,7 +426,7 @@ def main(config):
     while (header := read_request(read_session_request)) is not None:
         if isinstance(header, FileRequest):  # the file API, between calls (session_files.py)
             try:
-                session_files.serve(header, zygote.RUN_DIR, config.uid, config.gid)
+                session_files.serve(header, *_files_of(members, header.member, config))
             except Exception as exc:  # noqa: BLE001 - tell the host, which gives the session up
                 send(RESULT, Anomaly(f"session file request failed: {exc!r}").to_json())
             continue
@@ -466,6 +468,23 @@ def _kill_strangers(members, fork):
                 os.waitpid(pid, os.WNOHANG)  # this process's own child: no zombie left
             except (ProcessLookupError, ChildProcessError):
                 pass  # gone, or another's child (a zombie until its parent runs again)
+
+
+def _files_of(members, member, config):
+    """(root, uid, gid) a file request on ``member`` is served with: the first interpreter's
+    working directory and ids, or a fork's own copy (``forks``: /tmp/fork-<uid>-*, a directory
+    its uid owns) with its uid, so a request reaches only what that member's code could."""
+    interpreter = members.get(member)
+    if interpreter is None:
+        return "/nonexistent", config.uid, config.gid  # an ended member: every path is missing
+    if member == 0:
+        return zygote.RUN_DIR, config.uid, config.gid
+    uid = interpreter.uid
+    for path in glob.glob(f"/tmp/fork-{uid}-*"):
+        info = os.lstat(path)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:
+            return path, uid, uid
+    return "/nonexistent", uid, uid  # its directory is gone: every path is missing
 
 
 class _Family:
