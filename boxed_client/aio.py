@@ -252,6 +252,7 @@ class AsyncClient(ClientBase):
     def session(
         self,
         *,
+        language: str | None = None,
         memory_mb: int | None = None,
         timeout: float | None = None,
         cpu_timeout: float | None = None,
@@ -263,6 +264,7 @@ class AsyncClient(ClientBase):
         """A session, opened by ``async with`` (or ``await open()``); see
         :meth:`Client.session`."""
         limits = {
+            "language": language,
             "memory_mb": memory_mb,
             "timeout": timeout,
             "cpu_timeout": cpu_timeout,

@@ -164,6 +164,12 @@ class SessionCreateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    language: str = Field(
+        default="python",
+        description="'python' (one persistent interpreter) or 'bash' (a shell: each call a "
+        "fresh bash in the working directory and environment the call before left; also "
+        "written 'sh' or 'shell', any case).",
+    )
     memory_mb: int | None = Field(
         default=None, gt=0, description="Memory limit of the session's interpreter in MiB."
     )
@@ -193,6 +199,7 @@ class SessionInfo(BaseModel):
     """An open session: its limits and the time it has left."""
 
     session_id: str
+    language: str = Field(default="python", description="'python' or 'bash'.")
     state: Literal["idle", "busy"] = Field(description="'busy' while a call runs.")
     image: str = Field(default="default", description="The name of the session's image.")
     memory_mb: int

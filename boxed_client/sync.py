@@ -253,6 +253,7 @@ class Client(ClientBase):
     def session(
         self,
         *,
+        language: str | None = None,
         memory_mb: int | None = None,
         timeout: float | None = None,
         cpu_timeout: float | None = None,
@@ -263,8 +264,11 @@ class Client(ClientBase):
     ) -> Session:
         """A session (one persistent interpreter on one server), opened by ``with`` (or
         ``open()``) and deleted at the end of the block, in the server's image ``image``
-        (None: its default). Limits left ``None`` take the server's defaults."""
+        (None: its default). ``language="bash"``: a shell session (each call a fresh bash in
+        the working directory and environment the call before left). Limits left ``None``
+        take the server's defaults."""
         limits = {
+            "language": language,
             "memory_mb": memory_mb,
             "timeout": timeout,
             "cpu_timeout": cpu_timeout,

@@ -33,7 +33,6 @@ from boxed_client.models import (
     JudgeTestResult,
     ScoreBatchRequest,
     ScoreRequest,
-    SessionCreateRequest,
     SessionExecuteResponse,
     SessionFileEntry,
     SessionFileListing,
@@ -75,6 +74,26 @@ class ExecuteRequest(wire.ExecuteRequest):
     def _one_name_per_language(cls, value: str) -> str:
         """Normalize the aliases here, so the engine only ever sees a supported name."""
         return language_name(value)
+
+
+SESSION_LANGUAGES = ("python", "bash")
+
+
+class SessionCreateRequest(wire.SessionCreateRequest):
+    """``POST /sessions``: the session's language and its own limits, fixed for its life."""
+
+    @field_validator("language")
+    @classmethod
+    def _a_session_language(cls, value: str) -> str:
+        """One name per language, and only those a session can run."""
+        name = language_name(value)
+        if name not in SESSION_LANGUAGES:
+            raise PydanticCustomError(
+                "language",
+                "sessions run {supported}, not {language}",
+                {"supported": " or ".join(SESSION_LANGUAGES), "language": repr(value)},
+            )
+        return name
 
 
 class JudgeRequest(wire.JudgeRequest):

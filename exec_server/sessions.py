@@ -48,7 +48,7 @@ from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse
 from .request_errors import RequestError, ServiceUnavailable
 from .session_pool import SessionPool
 from .settings import MIN_MEMORY_MB, Settings
-from .verdict import NotAVerdict, SnippetResult, Status, decide
+from .verdict import NotAVerdict, SnippetResult, Status, decide, out_of_memory
 
 log = logging.getLogger("boxed.sessions")
 GONE_KEPT = 10_000  # lost and expired sessions remembered, to answer 410 rather than 404
@@ -91,15 +91,17 @@ def sandbox_spec(
     settings: Settings,
     session_id: str,
     max_forks: int = 0,
+    language: str = "python",
 ) -> SessionSpec:
     """What a session's sandbox is started with: its memory limit, a CPU budget for its
-    whole life (a backstop: its lifetime at every CPU it may use) and the forks it may hold (a
-    warm sandbox serves only a create asking for all of these)."""
+    whole life (a backstop: its lifetime at every CPU it may use), the forks it may hold and
+    its language (a warm sandbox serves only a create asking for all of these)."""
     return SessionSpec(
         memory_mb=memory_mb,
         cpu_budget=max_lifetime * settings.cpus,
         session_id=session_id,
         max_forks=max_forks,
+        language=language,
     )
 
 
@@ -147,6 +149,7 @@ class _Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     calls: int = 0
     forked_from: str | None = None  # the session it is a fork of
+    language: str = "python"  # "bash": each call a fresh shell (guest/shell.py)
 
     def lifetime_left(self, now: float) -> float:
         return max(self.created + self.limits.max_lifetime - now, 0.0)
@@ -167,6 +170,7 @@ class _Session:
         lim = self.limits
         return SessionInfo(
             session_id=self.id,
+            language=self.language,
             state="busy" if self.lock.locked() else "idle",
             image=self.image,
             memory_mb=lim.memory_mb,
@@ -182,6 +186,13 @@ class _Session:
         )
 
 
+def ends_interpreter(result: SnippetResult, language: str) -> bool:
+    """Whether a call's verdict ends its session: a limit kills a Python session's one
+    interpreter, but a shell session's call is a bash of its own (guest/shell.py), killed with
+    whatever it started, and the next call starts from the state the last call left."""
+    return result.status not in LIVE and language == "python"
+
+
 def lost_reason(result: SnippetResult) -> str:
     """Why a call's verdict ends its session."""
     if result.reason:
@@ -189,11 +200,21 @@ def lost_reason(result: SnippetResult) -> str:
     return f"the interpreter exited with code {result.exit_code}"
 
 
+LANGUAGE_NAMES = {"python": "Python", "bash": "bash"}
+
+
+def refuse_other_language(req: ExecuteRequest, language: str) -> None:
+    """A call in another language than its session's is a 422 (C code is never run as Python,
+    Python never as bash); a call that names none runs in the session's."""
+    if "language" in req.model_fields_set and req.language != language:
+        raise RequestError(
+            422, f"this session runs {LANGUAGE_NAMES[language]} only, not {req.language!r}"
+        )
+
+
 def refuse_one_shot_fields(req: ExecuteRequest) -> None:
-    """A session is one Python interpreter: fields that only a one-shot run can honour are a
-    422, never silently ignored (C code run as Python, files that never arrive)."""
-    if req.language != "python":
-        raise RequestError(422, f"sessions run Python only, not {req.language!r}")
+    """Fields that only a one-shot run can honour are a 422 in a session, never silently
+    ignored (files that never arrive, a stateful call answered from a cache)."""
     unusable = [
         name
         for name, given in (
@@ -358,7 +379,12 @@ class SessionManager:
         # The id is made first, so the sandbox carries it (a container label) from the start;
         # a warm sandbox was made with the id of the session it serves.
         spec = sandbox_spec(
-            limits.memory_mb, limits.max_lifetime, self.settings, self.ids.new(), limits.max_forks
+            limits.memory_mb,
+            limits.max_lifetime,
+            self.settings,
+            self.ids.new(),
+            limits.max_forks,
+            req.language,
         )
         pool = self.pools.get(image.name)
         warm = pool.take(spec) if pool is not None else None
@@ -379,6 +405,7 @@ class SessionManager:
         session = _Session(
             session_id, sandbox, limits, now, time.time(), now, tenant, owner, image.name
         )
+        session.language = req.language
         self._open[session.id] = session
         metrics.SESSIONS_CREATED.inc()
         self._count()
@@ -457,6 +484,7 @@ class SessionManager:
     ) -> SessionExecuteResponse:
         refuse_one_shot_fields(req)
         session = self._find(session_id, owner)
+        refuse_other_language(req, session.language)
         await self._take_turn(session)
         try:
             self._find(session_id, owner)  # deleted, lost or expired while this call waited
@@ -535,7 +563,10 @@ class SessionManager:
         result: SnippetResult | None = None
         async with self.admission.slot():
             try:
-                result = decide(await session.sandbox.run(job), limits)
+                observation = await session.sandbox.run(job)
+                if session.language == "bash":  # an exec'd program, as in a one-shot run
+                    observation = out_of_memory(observation, limits)
+                result = decide(observation, limits)
             except (SandboxError, NotAVerdict) as exc:
                 # Never retried: the interpreter's state is gone with its sandbox. The call and
                 # every later one answer 410 session_lost (infrastructure: no reward).
@@ -555,7 +586,7 @@ class SessionManager:
         session.calls += 1
         session.last_used = now
         lost = None
-        if session.sandbox.ended or result.status not in LIVE:
+        if session.sandbox.ended or ends_interpreter(result, session.language):
             lost = lost_reason(result)
             self._lose(session, lost, result.status.value)
         metrics.observe_run(result)

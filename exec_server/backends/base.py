@@ -108,6 +108,7 @@ class SessionSpec:
     cpu_budget: float  # CPU seconds the interpreter may use in its whole life (a backstop)
     session_id: str  # the session's id, as the API gives it: its sandbox is labelled with it
     max_forks: int = 0  # forks it may hold at once, in its container (``session_forks``)
+    language: str = "python"  # "bash": a shell session (guest/shell.py), a fresh bash per call
 
 
 @runtime_checkable

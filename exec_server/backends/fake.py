@@ -117,7 +117,9 @@ class FakeSession:
         answer = self.backend.behaviour(job)
         if inspect.isawaitable(answer):
             answer = await answer
-        self.ended = answer.killed_for is not None or self.backend.ends_session(job)
+        # a limit kills a Python session's interpreter; a shell's call is a bash of its own
+        killed = answer.killed_for is not None and self.spec.language == "python"
+        self.ended = killed or self.backend.ends_session(job)
         return answer
 
     async def file_request(

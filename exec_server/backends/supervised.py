@@ -56,6 +56,8 @@ FILE_GRACE = 10.0  # a session's file request: this long, plus the time its byte
 FILE_BYTES_PER_SECOND = 2**20  # this rate (a slow engine stream), before it counts as broken
 MEMBER_TIMEOUT = 30.0  # a fork waits up to 10 s for each of the interpreter's parts
 REUSABLE = (Status.OK, Status.ERROR)
+# The guest program of a session, by its language (``SessionSpec.language``).
+SESSION_PROGRAMS = {"python": "session", "bash": "shell"}
 MAX_PARSED_CODE = 64 * 1024  # longer code is not parsed to choose the interpreter: preloaded
 _STDLIB = sys.stdlib_module_names
 # The variables every snippet gets (over its image's ENV on Docker: DockerBackend.snippet_env),
@@ -192,8 +194,8 @@ def supervisor_config(
         reuse=reuse,
         bootstrap=bootstrap_source(),  # what the supervisor starts its zygotes with
         env=[f"{name}={value}" for name, value in SANDBOX_ENV.items()],
-        # the session program instead of the one-shot supervisor
-        program="supervisor" if session is None else "session",
+        # the session program instead of the one-shot supervisor (a shell's: guest/shell.py)
+        program="supervisor" if session is None else SESSION_PROGRAMS[session.language],
         session=None
         if session is None
         else SessionLimits(

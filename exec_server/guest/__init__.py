@@ -29,6 +29,7 @@ MODULES = (
     "forks",
     "session_files",
     "session",
+    "shell",
 )
 
 

@@ -213,7 +213,7 @@ class GuestConfig(Message):
     reuse: bool  # diagnostics only: the host decides reuse
     bootstrap: str | None  # the program the supervisor starts its zygotes with
     env: list[str]  # every snippet's environment, NAME=value (the guest programs have none)
-    program: str = "supervisor"  # the module whose ``main`` runs: or "session", "zygote"
+    program: str = "supervisor"  # the module whose ``main`` runs: or "session", "shell", "zygote"
     socket: str | None = None  # serve over a unix socket at this path (``bootstrap``)
     session: SessionLimits | None = None  # the session program's limits
     zygote: ZygoteLink | None = None  # a zygote's link to its supervisor
