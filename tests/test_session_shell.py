@@ -76,6 +76,7 @@ def url(request: pytest.FixtureRequest) -> Iterator[str]:
         BOXED_STRICT_POOL_SIZE="0",
         BOXED_QUEUE_TIMEOUT="60",
         BOXED_OUTPUT_MAX_BYTES="4096",
+        BOXED_TMPFS_MB="4",  # and the file size limit, which bounds a shell's state
     ) as service_:
         yield service_.url
 
@@ -196,6 +197,11 @@ def test_limits_stop_the_call_and_the_session_goes_on(http: httpx.Client, runtim
     answer = sh("cd /; KEPT=2; sleep 10")  # stopped at a limit: its state is not kept
     assert answer["status"] == "timeout"
     assert sh.out('echo "$KEPT $PWD"') == "1 /tmp\n"
+    # A state past the file size limit is not kept either, and the call stays its code's.
+    big = "big=$(head -c 5000000 /dev/zero | tr '\\0' x); KEPT=3; echo ${#big}"
+    answer = sh(big, timeout=20)
+    assert (answer["status"], answer["stdout"]) == ("ok", "5000000\n"), answer
+    assert sh.out('echo "$KEPT ${#big}"') == "1 0\n"
 
 
 @pytestmark_docker

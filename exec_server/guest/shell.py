@@ -53,6 +53,7 @@ BASH = "/bin/bash"
 STATE_FD, NEXT_STATE_FD, CODE_FD, STARTED_FD = 3, 4, 5, 6  # the call's descriptors
 HIGH_FD = 32  # where descriptors wait while the call's are put in place
 SETUP_FAILED = b"!"  # written to the STARTED_FD pipe when the set-up failed before the exec
+STATE_END = b"# end of the shell state\n"  # a state cut short (too large: EFBIG) lacks it
 
 # Variables bash sets for itself (or per process): restoring them would fail (readonly) or lie.
 OWN_VARIABLES = (
@@ -65,11 +66,12 @@ OWN_VARIABLES = (
 # Every variable name, without a fork: "${!a@}" lists the names that begin with "a".
 EVERY_NAME = " ".join(f'"${{!{c}@}}"' for c in "_" + string.ascii_letters)
 
-# The EXIT trap: the shell's state as code, on fd 4. Each word is "\builtin ..." so that no
-# alias or function of the call changes what it runs; it keeps the exit status ("$?"), and
-# turns tracing off first, unseen.
+# The EXIT trap: the shell's state as code, on fd 4, ending with STATE_END. Each word is
+# "\builtin ..." so that no alias or function of the call changes what it runs; it keeps the
+# exit status ("$?"), turns tracing off first, unseen, and a state past the file size limit
+# fails to write (EFBIG, not SIGXFSZ: the call's verdict stays its code's).
 DUMP = (
-    "{ __boxed_o=$SHELLOPTS; \\builtin set +euxv; } 2>/dev/null; {"
+    '{ __boxed_o=$SHELLOPTS; \\builtin set +euxv; \\builtin trap "" XFSZ; } 2>/dev/null; {'
     f" for __boxed_n in {EVERY_NAME}; do"
     f" case $__boxed_n in {OWN_VARIABLES}) ;;"
     ' *) \\builtin declare -p -- "$__boxed_n" ;; esac; done;'
@@ -78,7 +80,8 @@ DUMP = (
     ' [[ :$__boxed_o: == *:errexit:* ]] && \\builtin echo "set -o errexit";'
     ' [[ :$__boxed_o: == *:nounset:* ]] && \\builtin echo "set -o nounset";'
     " \\builtin shopt -p; \\builtin alias -p;"
-    " } >&4 2>/dev/null"
+    f' \\builtin echo "{STATE_END.decode().strip()}";'
+    " } 2>/dev/null >&4"
 )
 # What each call's bash runs (``bash -c``), all on line 1 so that the code's line numbers are
 # its own: the code read and its descriptor closed, the trap set, the state restored (the
@@ -92,9 +95,9 @@ WRAPPER = "; ".join(
         f"\\builtin source /dev/fd/{STATE_FD}",
         f"\\builtin exec {STATE_FD}<&-",
         # (OLDPWD is the state's, for "cd -")
-        'if [[ -n ${__boxed_cwd-} ]]; then __boxed_old=${OLDPWD-};'
+        "if [[ -n ${__boxed_cwd-} ]]; then __boxed_old=${OLDPWD-};"
         ' \\builtin cd -- "$__boxed_cwd" 2>/dev/null || {'
-        ' \\builtin printf "bash: cd: %s: the working directory is gone, now in %s\\n"'
+        ' \\builtin printf "bash: cd: %s: cannot return to the working directory, now in %s\\n"'
         ' "$__boxed_cwd" "$HOME" >&2; \\builtin cd; }; OLDPWD=$__boxed_old; fi',
         '\\builtin eval "\\builtin unset __boxed_code __boxed_cwd __boxed_old; $__boxed_code"',
     )
@@ -299,9 +302,10 @@ class Shell:
         return wait_status, counted, usage.ru_maxrss, strays
 
     def _keep_state(self, next_fd, ended_by_itself):
-        """Make the call's state the session's when its bash exited by itself and wrote one;
-        else keep the state of the call before (its processes are all gone by now)."""
-        if ended_by_itself and os.fstat(next_fd).st_size > 0:
+        """Make the call's state the session's when its bash exited by itself and wrote one
+        whole; else keep the state of the call before (its processes are all gone by now)."""
+        tail = max(os.fstat(next_fd).st_size - len(STATE_END), 0)
+        if ended_by_itself and os.pread(next_fd, len(STATE_END), tail) == STATE_END:
             if self.state is not None:
                 os.close(self.state)
             self.state = next_fd
