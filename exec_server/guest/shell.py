@@ -1,28 +1,19 @@
 """The resident program of a shell session (stdlib only): PID 1, and a fresh ``bash`` per call.
 
-A shell session's container runs this instead of ``session`` (``bootstrap`` picks it by the
-configuration's ``program``). No shell outlives its call: a persistent ``bash`` would be as
-forgeable as a persistent interpreter (code can ``exec`` over it, trap its signals, print an
-end marker), so each call is a new ``bash`` child of this root program, set up as a snippet's
-child is (its own session, the sandbox uid with no capability, an OOM score of 1000, nice 19,
-the call's limits), and the state a shell keeps is carried explicitly from one call to the
-next:
+``bootstrap`` runs it instead of ``session`` (the configuration's ``program``). A persistent
+bash would be as forgeable as a persistent interpreter (code can ``exec`` over it, trap its
+signals, print an end marker), so no shell outlives its call: each call is a new bash child of
+this root program, set up as a snippet's child is (own session, the sandbox uid with no
+capability, OOM score 1000, nice 19, the call's limits), and the shell's state is carried as
+bash code: the call's bash sources the state the call before left (fd 3), runs the code
+(``eval``) with its input as stdin, and at its end an EXIT trap writes its state (variables,
+functions, umask, working directory, options, aliases) to a fresh memfd (fd 4).
 
-* at the start of a call, ``bash`` sources the state the previous call left (fd 3);
-* the call's code runs (``eval``, as an interactive shell runs a line), with its input as stdin;
-* at its end (``exit`` included), an EXIT trap writes the shell's state as ``bash`` code to a
-  fresh memfd (fd 4): its variables (``declare -p``, exported or not, but those ``bash`` sets
-  itself), functions (``declare -f``), ``umask``, working directory, ``set -o`` and ``shopt``
-  options (``xtrace`` and ``verbose`` excepted: they would trace the next restore), aliases.
-
-The call's status is ``bash``'s wait status as this program reaps it, never anything in its
-output; the call ends when ``bash`` exits (or a limit stops it), and then every process of the
-sandbox uid is killed, so nothing of a call runs after it. Its new state is kept only when
-``bash`` exited by itself (not by a signal, not stopped at a limit) and wrote one; otherwise the
-next call starts from the state the last such call left. What a call writes to fd 4 is code its
-own session runs next: a call can forge its session's next state, nothing else (the state is
-in this process's memfd, out of any other session's reach). Background jobs and traps do not
-carry (docs/sessions.md, "Shell sessions").
+The call's status is bash's wait status as this program reaps it, never its output; when bash
+exits (or a limit stops it) every process of the sandbox uid is killed. The new state is kept
+only when bash exited by itself and wrote it whole; else the next call starts from the last
+kept one. A call can forge its own session's next state (it is code that session runs next),
+nothing else: the state is this process's memfd (docs/sessions.md, "Shell sessions").
 """
 
 import errno
