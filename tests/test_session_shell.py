@@ -86,7 +86,7 @@ class Shell:
 
     def __init__(self, http: httpx.Client, **limits: Any) -> None:
         self.http = http
-        made = http.post("/sessions", json={"language": "bash", "timeout": 2, **limits})
+        made = http.post("/sessions", json={"language": "bash", "timeout": 10, **limits})
         assert made.status_code == 201, made.text
         self.id = made.json()["session_id"]
 
@@ -112,10 +112,10 @@ def http(url: str) -> Iterator[httpx.Client]:
         yield client
 
 
-pytestmark_docker = pytest.mark.docker
+needs_docker = pytest.mark.docker
 
 
-@pytestmark_docker
+@needs_docker
 def test_the_working_directory_and_the_environment_carry(http: httpx.Client) -> None:
     sh = Shell(http)
     setup = (
@@ -145,7 +145,7 @@ def test_the_working_directory_and_the_environment_carry(http: httpx.Client) -> 
     assert sh.out("pwd") == "/tmp/run/a\n"
 
 
-@pytestmark_docker
+@needs_docker
 def test_exit_status_stdin_and_errors_are_the_calls_own(http: httpx.Client) -> None:
     sh = Shell(http)
     answer = sh('read -r x; echo "got $x"; exit 3', input="hello\n")
@@ -162,7 +162,7 @@ def test_exit_status_stdin_and_errors_are_the_calls_own(http: httpx.Client) -> N
     assert sh("set +e; exit 0")["status"] == "ok"
 
 
-@pytestmark_docker
+@needs_docker
 def test_processes_a_call_leaves_are_killed_when_it_ends(http: httpx.Client) -> None:
     sh = Shell(http)
     started = sh(
@@ -176,13 +176,13 @@ def test_processes_a_call_leaves_are_killed_when_it_ends(http: httpx.Client) -> 
     assert sh.out("sleep 0.3; wc -l < ticks") == first  # nothing of the call runs after it
 
 
-@pytestmark_docker
+@needs_docker
 def test_limits_stop_the_call_and_the_session_goes_on(http: httpx.Client, runtime: str) -> None:
     sh = Shell(http, memory_mb=128)
     assert sh("export KEPT=1; cd /tmp")["status"] == "ok"
-    answer = sh("sleep 10")
+    answer = sh("sleep 10", timeout=2)
     assert (answer["status"], answer["limit"], answer["session_lost"]) == ("timeout", "wall", None)
-    answer = sh("while :; do :; done", cpu_timeout=0.5)
+    answer = sh("while :; do :; done", timeout=2, cpu_timeout=0.5)
     assert (answer["status"], answer["limit"]) in {("timeout", "cpu"), ("timeout", "wall")}
     answer = sh("yes; echo never")
     assert (answer["status"], answer["limit"]) == ("output_limit", "output"), answer
@@ -194,17 +194,17 @@ def test_limits_stop_the_call_and_the_session_goes_on(http: httpx.Client, runtim
     # held): there the failure is the command's own, an error.
     memory = ("memory_limit", "memory") if runtime == "runc" else ("error", None)
     assert (answer["status"], answer["limit"]) == memory, answer
-    answer = sh("cd /; KEPT=2; sleep 10")  # stopped at a limit: its state is not kept
+    answer = sh("cd /; KEPT=2; sleep 10", timeout=2)  # stopped at a limit: its state is not kept
     assert answer["status"] == "timeout"
     assert sh.out('echo "$KEPT $PWD"') == "1 /tmp\n"
     # A state past the file size limit is not kept either, and the call stays its code's.
     big = "big=$(head -c 5000000 /dev/zero | tr '\\0' x); KEPT=3; echo ${#big}"
-    answer = sh(big, timeout=20)
+    answer = sh(big)
     assert (answer["status"], answer["stdout"]) == ("ok", "5000000\n"), answer
     assert sh.out('echo "$KEPT ${#big}"') == "1 0\n"
 
 
-@pytestmark_docker
+@needs_docker
 def test_a_call_that_execs_stops_or_kills_its_shell(http: httpx.Client) -> None:
     sh = Shell(http)
     assert sh("export KEPT=1")["status"] == "ok"
@@ -213,21 +213,21 @@ def test_a_call_that_execs_stops_or_kills_its_shell(http: httpx.Client) -> None:
     answer = sh("kill -9 $$")
     assert (answer["status"], answer["exit_code"]) == ("error", 137)
     assert answer["reason"] == "killed by signal 9 (SIGKILL)"
-    answer = sh("kill -STOP $$; echo never")
+    answer = sh("kill -STOP $$; echo never", timeout=2)
     assert (answer["status"], answer["limit"], answer["stdout"]) == ("timeout", "wall", "")
     answer = sh("trap 'echo mine' EXIT; KEPT=3")  # its own EXIT trap: its state is not kept
     assert (answer["status"], answer["stdout"]) == ("ok", "mine\n")
     assert sh.out("echo $KEPT") == "1\n"  # the state the last complete call left
 
 
-@pytestmark_docker
+@needs_docker
 def test_forged_markers_and_a_forged_state_reach_no_verdict(http: httpx.Client) -> None:
     sh, other = Shell(http), Shell(http)
     # What a marker-based design would believe: a RESULT frame, a done line. Output only.
     frame = '\\x03\\x00\\x00\\x00\\x00\\x00\\x00\\x11{"exit_code": 0}'
     answer = sh(f"printf '{frame}'; echo '__done__ 0'; exit 4")
     assert (answer["status"], answer["exit_code"]) == ("error", 4)
-    answer = sh("echo '__done__ 0'; sleep 10")
+    answer = sh("echo '__done__ 0'; sleep 10", timeout=2)
     assert answer["status"] == "timeout"
     # The state is code the session's own next call runs: a call can forge that, and only
     # that. The next call runs the forged code (its own code never runs), then all goes on.
@@ -239,7 +239,7 @@ def test_forged_markers_and_a_forged_state_reach_no_verdict(http: httpx.Client) 
     assert other.out("echo other; echo ${KEPT-unset}") == "other\nunset\n"
 
 
-@pytestmark_docker
+@needs_docker
 def test_the_client_opens_shell_sessions(url: str) -> None:
     with Client(url) as client, client.session(language="bash", timeout=5) as session:
         session.execute("cd /tmp && export WHERE=tmp")
@@ -248,7 +248,7 @@ def test_the_client_opens_shell_sessions(url: str) -> None:
         assert session.info is not None and session.info.language == "bash"
 
 
-@pytestmark_docker
+@needs_docker
 def test_the_async_client_opens_shell_sessions(url: str) -> None:
     async def main() -> Any:
         async with AsyncClient(url) as client, client.session(language="sh") as session:
