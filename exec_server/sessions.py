@@ -114,11 +114,16 @@ def resolve_session_limits(req: SessionCreateRequest, settings: Settings) -> Ses
     idle = req.idle_timeout if req.idle_timeout is not None else s.session_idle_timeout_default
     life = req.max_lifetime if req.max_lifetime is not None else s.session_lifetime_default
     gvisor = s.runtime == "runsc"  # no setns into a user namespace there: forks cannot nest
-    forks = s.session_forks_default if not gvisor else 0
+    shell = req.language != "python"  # a shell session has no interpreter to fork
+    forks = s.session_forks_default if not (gvisor or shell) else 0
     forks = req.max_forks if req.max_forks is not None else forks
     if forks and gvisor:
         raise RequestError(
             422, "sessions cannot fork under gVisor (docs/sessions.md#forks)", "max_forks"
+        )
+    if forks and shell:
+        raise RequestError(
+            422, "only Python sessions can fork (docs/sessions.md#forks)", "max_forks"
         )
     for name, value, maximum in (
         ("max_forks", forks, s.session_forks_max),

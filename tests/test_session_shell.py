@@ -257,3 +257,17 @@ def test_the_async_client_opens_shell_sessions(url: str) -> None:
 
     result = asyncio.run(main())
     assert (result.status, result.exit_code, result.stdout) == ("error", 5, "42\n")
+
+
+@needs_docker
+def test_a_shell_sessions_files_and_its_refused_forks(http: httpx.Client) -> None:
+    """The file API serves a shell session's working directory as a Python session's; a shell
+    has no interpreter to fork, so asking for forks is the caller's mistake (422)."""
+    sh = Shell(http)
+    path = f"/sessions/{sh.id}/files"
+    assert http.put(f"{path}/in/data.txt", content=b"from the api\n").status_code == 201
+    assert sh.out("cat in/data.txt; echo made > out.txt") == "from the api\n"
+    assert http.get(f"{path}/out.txt").content == b"made\n"
+    assert {e["name"] for e in http.get(path).json()["entries"]} == {"in", "out.txt"}
+    refused = http.post("/sessions", json={"language": "bash", "max_forks": 1})
+    assert refused.status_code == 422 and "fork" in refused.json()["detail"]

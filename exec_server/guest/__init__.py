@@ -35,7 +35,11 @@ MODULES = (
 
 # Modules only one program uses: a container of the other is started without them, which keeps
 # its command line (one argument of at most 128 KiB) short.
-PROGRAM_ONLY = {"supervisor": ("supervisor",), "session": ("forks", "session_files", "session")}
+PROGRAM_ONLY = {
+    "supervisor": ("supervisor",),
+    "session": ("forks", "session"),
+    "shell": ("shell",),
+}
 
 
 def module_sources(program: str | None = None) -> dict[str, str]:

@@ -24,7 +24,7 @@ import signal
 import string
 import time
 
-from . import runner, zygote
+from . import runner, session_files, zygote
 from .cleanup import Counters
 from .processes import (
     CLOCK_TICKS,
@@ -36,7 +36,16 @@ from .processes import (
     kill_uid,
     snippet_processes,
 )
-from .protocol import KILLED_CPU, KILLED_OUTPUT, READY_MARKER, RESULT, Anomaly, RunReport
+from .protocol import (
+    KILLED_CPU,
+    KILLED_OUTPUT,
+    READY_MARKER,
+    RESULT,
+    Anomaly,
+    FileRequest,
+    RunReport,
+    read_session_request,
+)
 from .stdio import Output, read_request, receive_body, scrub, send
 from .watch import DRAIN_SECONDS, Clock, RunEnd, backstop_fired, drain, physical_cpu, watch
 
@@ -309,8 +318,21 @@ def main(config):
     become_reaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     shell = Shell(config, ChildExits(), Counters())
+    os.setegid(config.gid)  # made before any call, as the sandbox uid (the file API may
+    os.seteuid(config.uid)  # write into it first); this process keeps no CAP_CHOWN
+    try:
+        os.mkdir(zygote.RUN_DIR, 0o700)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
     os.write(1, READY_MARKER)
-    while (header := read_request()) is not None:
+    while (header := read_request(read_session_request)) is not None:
+        if isinstance(header, FileRequest):  # the file API, between calls (session_files.py)
+            try:
+                session_files.serve(header, zygote.RUN_DIR, config.uid, config.gid)
+            except Exception as exc:  # noqa: BLE001 - tell the host, which gives the session up
+                send(RESULT, Anomaly(f"session file request failed: {exc!r}").to_json())
+            continue
         body_fd = os.memfd_create("boxed-call", os.MFD_CLOEXEC)
         try:
             receive_body(body_fd, header.size)
