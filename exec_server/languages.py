@@ -14,6 +14,10 @@ from dataclasses import dataclass
 # guest/supervisor.py) and the name of the compiler's output in the run directory.
 PROGRAM_DIR = "/box"
 PROGRAM = "prog"
+# The image's precompiled bits/stdc++.h (docker/sandbox/Dockerfile: CPP_PCH_DIR), built for
+# exactly CPP_PCH_FLAGS, the C++ compile's own language and optimization flags.
+CPP_PCH_DIR = "/opt/boxed/pch"
+CPP_PCH_FLAGS = ("-std=c++17", "-O2")
 
 
 @dataclass(frozen=True)
@@ -26,10 +30,20 @@ class Language:
     source: str | None  # the file the code is written to (None: Python, run in-process)
     compile: tuple[str, ...] | None  # the compile command, in the run directory
     run: tuple[str, ...]  # the command of each run ("python": how python -c would run it)
+    pch_dir: str | None = None  # an include directory of precompiled headers for ``compile``
 
     @property
     def compiled(self) -> bool:
         return self.compile is not None
+
+    def compile_argv(self, pch: bool) -> tuple[str, ...]:
+        """The compile command; with ``pch``, the precompiled headers' directory is searched
+        first (g++ uses a header's ``.gch`` there only when it is valid for the compile, else
+        goes on to the header itself: the program means the same either way)."""
+        assert self.compile is not None
+        if not pch or self.pch_dir is None:
+            return self.compile
+        return (self.compile[0], "-I", self.pch_dir, *self.compile[1:])
 
     def describe(self) -> dict[str, object]:
         """What ``GET /languages`` says about it."""
@@ -59,8 +73,9 @@ LANGUAGES = (
         ("c++", "cxx", "g++", "cpp17"),
         f"g++ {GCC} (C++17)",
         "main.cpp",
-        ("/usr/bin/g++", "-std=c++17", "-O2", "-pipe", "-o", PROGRAM, "main.cpp"),
+        ("/usr/bin/g++", *CPP_PCH_FLAGS, "-pipe", "-o", PROGRAM, "main.cpp"),
         (f"{PROGRAM_DIR}/{PROGRAM}",),
+        pch_dir=CPP_PCH_DIR,
     ),
     Language("bash", ("sh", "shell"), "5.2.15", "main.sh", None, ("/bin/bash", "main.sh")),
 )
