@@ -20,6 +20,7 @@ from . import languages, metrics
 from .admission import Admission
 from .backends import SandboxBackend, SandboxError, create_backend
 from .backends.base import BackendHealth
+from .compile_cache import CompileCache
 from .files import fetch_names, input_files
 from .image_scan import ScanCache
 from .images import DEFAULT, ImageSet, OperatorImage
@@ -51,6 +52,13 @@ class Keeper(Protocol):
     def readiness(self) -> dict[str, Any]:
         """Its part of ``/readyz``."""
         ...
+
+
+def image_key(image: OperatorImage) -> str:
+    """The id of the image a request's sandboxes run, as its last check found it (else its
+    reference): part of a cached program's key."""
+    report = image.report
+    return report.image_id if report is not None and report.image_id else image.spec.image
 
 
 class Engine:
@@ -100,6 +108,7 @@ class Engine:
         self.health: BackendHealth = BackendHealth(up=False, problem="not checked yet")
         self.keepers: list[Keeper] = []
         self.running_ids: set[str] = set()
+        self.compile_cache = CompileCache(settings.compile_cache_mb * 1024 * 1024)
         self._tasks: list[asyncio.Task[None]] = []
         self._orphan_candidates: set[str] = set()
 
@@ -350,6 +359,9 @@ class Engine:
             files=input_files(files or {}, self.settings),
             fetch=fetch_names(fetch_files or [], self.settings),
             fetch_bytes=self.settings.max_fetch_bytes if fetch_bytes is None else fetch_bytes,
+            pch=self.settings.cpp_pch,
+            compile_cache=self.compile_cache,
+            image=image_key(image),
         )
 
     def check_available(self, image: OperatorImage | None = None) -> None:

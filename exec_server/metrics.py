@@ -62,6 +62,11 @@ RESULT_CACHE = Counter(
     "Answers by how they were had: ran, hit (cache), joined (in flight), replayed (same id).",
     ["route", "outcome"],
 )
+COMPILE_CACHE = Counter(
+    "boxed_compile_cache_total",
+    "Compile cache look-ups and stores: hit, miss, rejected (its bytes changed), stored.",
+    ["outcome"],
+)
 RESULT_CACHE_ENTRIES = Gauge("boxed_result_cache_entries", "Answers kept in the result cache.")
 
 
@@ -75,6 +80,11 @@ def counter(metric: Counter, *labels: str) -> Counter:
 def count_request(route: str, status: str) -> None:
     """One answered request of ``route``, by its status (a verdict or an HTTP status)."""
     counter(REQUESTS, route, status).inc()
+
+
+def count_compile_cache(outcome: str) -> None:
+    """One compile cache look-up's or store's outcome."""
+    counter(COMPILE_CACHE, outcome).inc()
 
 
 def observe_run(result: SnippetResult) -> None:

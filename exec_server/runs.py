@@ -19,7 +19,7 @@ import itertools
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from boxed_client.defaults import RETRY_MARGIN  # a lost run's retry: beyond its wall
 from scorer.outcome import FailureCode
@@ -27,6 +27,7 @@ from scorer.outcome import FailureCode
 from . import metrics
 from .backends import SandboxError
 from .backends.base import Job, Sandbox
+from .compile_cache import CachedProgram, CompileCache, program_key
 from .languages import PROGRAM, Language
 from .pool import WarmPool
 from .request_errors import ServiceUnavailable
@@ -112,7 +113,13 @@ class Runs:
         files: tuple[tuple[str, bytes], ...] = (),
         fetch: tuple[str, ...] = (),
         fetch_bytes: int = 0,
+        pch: bool = False,
+        compile_cache: CompileCache | None = None,
+        image: str = "",
     ) -> None:
+        """``pch``: a C++ compile searches the image's precompiled headers first;
+        ``compile_cache``: compiled programs kept across requests (``image``: the sandbox
+        image's id, part of their key)."""
         self.pool = pool
         self.running_ids = running_ids
         self.language = language
@@ -126,6 +133,21 @@ class Runs:
         self.holding = False  # the last run kept the program (a closing run must drop it)
         self.last: SnippetResult | None = None
         self.compile_result: SnippetResult | None = None
+        self.compile_argv = language.compile_argv(pch) if language.compiled else None
+        self.cache = compile_cache if compile_cache is not None and compile_cache.enabled else None
+        self.cache_key = ""
+        if self.cache is not None and self.compile_argv is not None:
+            assert compile_limits is not None
+            self.cache_key = program_key(
+                argv=self.compile_argv,
+                version=language.version,
+                image=image,
+                limits=compile_limits,
+                source=code,
+                files=files,
+            )
+        # A program the compile made, stored once the clean-up after the compile passes.
+        self.pending: CachedProgram | None = None
 
     async def __aenter__(self) -> Runs:
         return self
@@ -144,6 +166,10 @@ class Runs:
             if not await sandbox.settle():
                 self._give_back(None)
                 sandbox = None
+            elif self.pending is not None and self.cache is not None:
+                # proven clean before the compile (or it was not handed out) and again now
+                self.cache.put(self.cache_key, self.pending)
+        self.pending = None  # only the clean-up right after the compile vouches for it
         if sandbox is None:
             try:
                 sandbox = await self.pool.acquire(self.sandbox_wait)
@@ -165,6 +191,7 @@ class Runs:
             self.running_ids.discard(self.sandbox.id)
             self.pool.release(self.sandbox, result)
         self.sandbox, self.compiled, self.holding, self.unsettled = None, False, False, False
+        self.pending = None
 
     async def _job(self, job: Job) -> SnippetResult:
         return (await self._jobs([job]))[0]
@@ -245,24 +272,58 @@ class Runs:
 
     # -- the request's steps -----------------------------------------------------------------
     async def _compile(self) -> None:
-        """Compile into the current (or a new) sandbox; ``CompileFailed`` when it fails."""
-        assert self.compile_limits is not None and self.language.compile is not None
+        """Compile into the current (or a new) sandbox, or install the cached program;
+        ``CompileFailed`` when the compile fails."""
+        assert self.compile_limits is not None and self.compile_argv is not None
+        if self.cache is not None and await self._install_cached():
+            return
+        keep = self.cache is not None
         job = Job(
             code=self.code,
             stdin="",
             limits=self.compile_limits,
-            argv=self.language.compile,
+            argv=self.compile_argv,
             source=self.language.source,
             install=PROGRAM,
             files=self.files,  # headers or data the code includes
+            fetch=(PROGRAM,) if keep else (),  # read back after the compile, for the cache
+            fetch_bytes=self.cache.entry_max_bytes if self.cache is not None else 0,
             more=True,
         )
         result = await self._job(job)
+        binary = result.files.get(PROGRAM)
+        result = replace(result, files={}, fetch_status={})
         self.compile_result = self.compile_result or result
         if compile_failed(result):
             raise CompileFailed(result)
         if not self.compiled:
             raise ServiceUnavailable("the compiler succeeded but no program was installed")
+        if keep and binary:
+            self.pending = CachedProgram.of(binary, result.stdout, result.stderr)
+
+    async def _install_cached(self) -> bool:
+        """Install the cached program (its hash checked) instead of compiling: whether it
+        is installed. The compile step's answer is the cached compile's output."""
+        assert self.cache is not None and self.compile_limits is not None
+        entry = self.cache.get(self.cache_key)
+        if entry is None:
+            return False
+        job = Job(
+            code="",
+            stdin="",
+            limits=self.compile_limits,
+            argv=NO_OP,
+            install=PROGRAM,
+            files=((PROGRAM, entry.binary),),
+            more=True,
+        )
+        result = await self._job(job)
+        if compile_failed(result) or not self.compiled:
+            log.warning("a cached program was not installed (%s): compiling it", result.reason)
+            return False
+        result = replace(result, stdout=entry.stdout, stderr=entry.stderr)
+        self.compile_result = self.compile_result or result
+        return True
 
     async def prepare(self) -> SnippetResult | None:
         """The compile step, for a compiled language (its result; raises ``CompileFailed``)."""

@@ -19,6 +19,7 @@ from boxed_client.models import Isolation
 
 # A snippet's memory limit below this cannot even start the interpreter with its runner.
 MIN_MEMORY_MB = 64
+COMPILE_CACHE_MB_MAX = 4096  # the compile cache lives in the service's memory
 # The sandbox uids: 0x70000000 + 64 Ki, above useradd's subordinate ids (SUB_UID_MAX
 # 600100000) and systemd's container ranges (524288-1879048191), below 2**31 (docs/settings.md).
 SANDBOX_UIDS = "1879048192-1879113727"
@@ -183,6 +184,18 @@ class Settings(BaseSettings):
         default=1024,
         ge=MIN_MEMORY_MB,
         description="Memory limit of each compiler process; at most BOXED_MEMORY_MB_MAX.",
+    )
+    cpp_pch: bool = Field(
+        default=True,
+        description="C++ compiles may use the image's precompiled bits/stdc++.h (built for "
+        "exactly their flags; g++ falls back to the header when it does not apply).",
+    )
+    compile_cache_mb: int = Field(
+        default=128,
+        ge=0,
+        le=COMPILE_CACHE_MB_MAX,
+        description="Memory the service's cache of compiled C and C++ programs may take (least "
+        f"recently used evicted first; at most {COMPILE_CACHE_MB_MAX}); 0 turns it off.",
     )
     judge_max_tests: int = Field(default=512, ge=1, description="Most tests in one /judge.")
     judge_max_test_bytes: int = Field(
