@@ -89,6 +89,7 @@ class CompileCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.entries: OrderedDict[str, CachedProgram] = OrderedDict()
+        self.sizes: dict[str, int] = {}  # as stored: what an entry takes, whatever it holds now
         self.bytes_used = 0
 
     @property
@@ -130,11 +131,11 @@ class CompileCache:
         while self.entries and self.bytes_used + program.size > self.max_bytes:
             self._drop(next(iter(self.entries)))
         self.entries[key] = program
+        self.sizes[key] = program.size
         self.bytes_used += program.size
         metrics.count_compile_cache("stored")
         return True
 
     def _drop(self, key: str) -> None:
-        entry = self.entries.pop(key, None)
-        if entry is not None:
-            self.bytes_used -= entry.size
+        if self.entries.pop(key, None) is not None:
+            self.bytes_used -= self.sizes.pop(key)
