@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             for shape, calls in shapes.items():
                 times = workload(clients, calls)
                 ratio = statistics.median(times[ON]) / statistics.median(times[OFF])
+                console.print(f"round {round_}, {shape}: p50 on/off {ratio:.2f}", style="dim")
                 for name, values in times.items():
                     table.add_row(
                         shape,

@@ -308,10 +308,12 @@ class Runs:
         entry = self.cache.get(self.cache_key)
         if entry is None:
             return False
+        # Nothing compiles: the sandbox keeps the memory it has (no resize to the compiler's)
+        memory = self.sandbox.memory_mb if self.sandbox is not None else self.pool.memory_mb
         job = Job(
             code="",
             stdin="",
-            limits=self.compile_limits,
+            limits=replace(self.compile_limits, memory_mb=memory),
             argv=NO_OP,
             install=PROGRAM,
             files=((PROGRAM, entry.binary),),
