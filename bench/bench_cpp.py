@@ -64,7 +64,7 @@ def body(k: int, stdin: str) -> dict[str, object]:
         "code": SOLUTION.replace("KCONST", str(k)),
         "language": "cpp",
         "stdin": stdin,
-        "compile_timeout": 30,
+        "compile_timeout": 60,  # the maximum: a shared machine can be slow
         "run_timeout": 10,
         "files": {},
         "fetch_files": [],
