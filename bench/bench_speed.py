@@ -18,7 +18,7 @@ Each repeat measures, one after the other on the same machine:
     engine's CPU over the phase is printed beside it (with the supervisor socket it is not on
     a snippet's path; other users of the machine's engine show in it), and so is the load
     client's. Then p50 at one in flight, and a burst of 256 in flight that must all be right.
-(c) **A sympy mix** at 64 in flight right after (b) (so the heavy zygotes are cold, as after a
+(c) **A sympy mix** at 64 in flight (256 requests) right after (b) (so the heavy zygotes are cold, as after a
     stretch of plain snippets): half ``import sympy``, a quarter ``import numpy``, a quarter
     plain; p50 and p99 (target: p99 within 3x of p50).
 
@@ -330,7 +330,7 @@ async def boxed_phases(server: Server, instance: str, budget: float) -> Boxed:
         await quiet(server.classes, 20.0)
         c256, sent256, _ = await load(client, [SUM], 256, 512, 1.0, errors)
         await quiet(server.classes, 20.0)
-        mix, sent_mix, _ = await load(client, MIX, 64, 64 * 4, 1.0, errors)
+        mix, sent_mix, _ = await load(client, MIX, 64, 64 * 4, 120.0, errors)
     return Boxed(
         c16_per_second=len(c16) / seconds,
         c16_snippets=len(c16),

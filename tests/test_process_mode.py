@@ -1074,6 +1074,62 @@ def test_host_asks_for_the_preloaded_interpreter_only_when_the_code_needs_it() -
         assert header["last"] is False and header["wall"] == header["cpu"] == 5
 
 
+def test_host_asks_sandboxes_to_preload_after_their_clean_up_while_it_is_recent() -> None:
+    """Every run's header says whether the sandbox should import the preload modules after its
+    clean-up: yes from the first snippet that needs them on (that one included), for one
+    container's life of runs, on every sandbox of the backend."""
+    preload = Preload(available=True, window=2)
+
+    def asked(code: str) -> bool:
+        stream = _Stream(frame(RESULT, json.dumps(REPORT).encode()), ends=False)
+        sandbox = SupervisedSandbox(
+            "f" * 64, stream, 256, reusable=True, max_runs=5, preload=preload
+        )
+        asyncio.run(sandbox.run(_job(code)))
+        sent = stream.sent[0]
+        return json.loads(sent[4 : 4 + int.from_bytes(sent[:4], "big")])["preload"]
+
+    runs = ["print(1)", "import sympy", "print(2)", "print(3)", "print(4)"]
+    assert [asked(code) for code in runs] == [False, True, True, False, False]
+
+
+@WHERE_IS_RUNC_ONLY
+@pytest.mark.docker
+def test_a_container_imports_the_preload_at_its_clean_up_once_another_needed_it() -> None:
+    """A container that was warm before any snippet needed sympy imports it after its next
+    clean-up once another container served such a snippet: the next one it serves finds the
+    preloaded zygote there, and never pays the import on its own clock."""
+    with running_service(
+        BOXED_ISOLATION="process",
+        BOXED_POOL_SIZE="2",
+        BOXED_MAX_CONCURRENCY="2",
+        BOXED_STRICT_POOL_SIZE="0",
+    ) as service:
+
+        def pair(code: str) -> list[tuple[str, str]]:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:  # both in flight at once
+                code = f"import time\ntime.sleep(0.3)\n{code}"
+                runs = [pool.submit(run_where, service.url, code) for _ in range(2)]
+                return [(r.result()[0], r.result()[1]) for r in runs]
+
+        before: dict[str, str] = {}
+        for _ in range(10):  # until both containers are warm and each served one
+            before.update(pair(COUNT_ROOTS))
+            if len(before) == 2:
+                break
+        assert len(before) == 2 and set(before.values()) == {"2\n"}, before  # no heavy zygote
+        heavy, out, _ = run_where(service.url, "import sympy\nprint(sympy.Integer(2)**10)")
+        assert out == "1024\n" and heavy in before
+        (other,) = set(before) - {heavy}
+        seen: dict[str, list[str]] = {}
+        for _ in range(3):
+            for container, loaded in pair(COUNT_ROOTS):
+                seen.setdefault(container, []).append(loaded)
+        # the supervisor and both zygotes, also where no sympy snippet ever ran
+        assert other in seen and seen[other][-1] == "3\n", seen
+        assert all(s[-1] == "3\n" for s in seen.values()), seen
+
+
 @pytest.mark.parametrize(
     ("frames", "ends", "fragment"),
     [

@@ -192,6 +192,7 @@ def test_the_hosts_request_header_is_what_the_guest_reads() -> None:
         files=True,
         fetch=["out.txt"],
         fetch_cap=100,
+        preload=True,  # this snippet needs the preload modules: they are recent from now on
         size=len(data) - 4 - size,
     )
 

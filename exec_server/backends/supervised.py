@@ -388,6 +388,7 @@ class SupervisedSandbox:
         """The supervisor request for ``job``; ``following``: requests of its batch after it."""
         limits = job.limits
         heavy = self.preload.available and not job.argv and (job.heavy or needs_preload(job.code))
+        self.preload.note(heavy)
         header = RunRequest(
             wall=float(limits.wall_seconds),
             cpu=float(limits.cpu_seconds),
@@ -404,11 +405,14 @@ class SupervisedSandbox:
             fetch_cap=job.fetch_bytes if job.fetch else 0,
             harness=job.harness,
             member=member,
+            # While snippets that need the preload modules are recent, a sandbox that has not
+            # imported them does so after this run's clean-up, off any snippet's path: the
+            # next one that needs them finds them loaded (no cold-import spike).
+            preload=self.preload.at_start,
         )
         body = snippet_body(job.code, job.stdin)
         if job.files:
             body += files_section(job.files)
-        self.preload.note(heavy)
         return encode_request(header, body)
 
     async def _observe(self, job: Job, before: float = 0.0) -> Observation | None:

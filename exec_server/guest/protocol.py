@@ -249,6 +249,7 @@ class RunRequest(Message):
     fetch: list[str] = field(default_factory=list)  # run-directory files sent back
     fetch_cap: int = 0  # bytes of fetched files in all
     harness: bool = False  # the input is a test script, judged in a process of its own
+    preload: bool = False  # start the heavy zygote after the clean-up (its snippets are recent)
     size: int = 0  # bytes of body after the header
     op: str = "run"  # a session's: "run" a call, "fork" the member, "end" the member
     member: int = 0  # a session's interpreter the request is for: 0 its first, then its forks

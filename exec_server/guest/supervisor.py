@@ -517,6 +517,15 @@ class _Server:
         zygotes = [z for z in self.zygotes.values() if z is not None]
         return _problems(self.config, zygotes, self.counters, alone, self.baseline)
 
+    def start_heavy(self):
+        """Start the heavy zygote in a container just proven clean (the host asks while
+        snippets that need it are recent): the problem that stopped it, if any."""
+        try:
+            self.zygotes[True] = _late_zygote(self.config, self.baseline)
+        except (OSError, RuntimeError) as exc:
+            return [f"cannot start the preloaded zygote: {exc!r}"]
+        return []
+
     def fork_next(self, heavy):
         """Fork the child of the next run: the problem that stopped it, if any."""
         try:
@@ -550,6 +559,8 @@ class _Server:
             problems = self.problems(alone)
         if not last.keep:
             problems += _drop_programs()  # a compiled program lives for its judge request only
+        if not problems and last.preload and self.zygotes[True] is None:
+            problems = self.start_heavy()
         if not problems:
             # Only now, with every process of the last snippet dead, the next child may exist.
             problems = self.fork_next(header.heavy)
