@@ -5,8 +5,8 @@
 
 Each repeat measures, one after the other on the same machine:
 
-(a) **The fork floor.** Two plain Python processes on the host: a server (this file with
-    ``--floor-server``) that forks a child per request, the child writing one line to the
+(a) **The fork floor.** Two plain Python processes on the host: a server (``FLOOR_SERVER``, a
+    bare ``python -I -c``) that forks a child per request, the child writing one line to the
     connection and exiting, the parent reaping it; and this process sending requests over a unix
     socket, 16 in flight, reading the line. Bare, and with sympy and numpy preloaded in the
     server (what boxed's heavy zygote holds). CPU per fork is the server's own time plus its
@@ -18,9 +18,9 @@ Each repeat measures, one after the other on the same machine:
     engine's CPU over the phase is printed beside it (with the supervisor socket it is not on
     a snippet's path; other users of the machine's engine show in it), and so is the load
     client's. Then p50 at one in flight, and a burst of 256 in flight that must all be right.
-(c) **A sympy mix** at 64 in flight (256 requests) right after (b) (so the heavy zygotes are cold, as after a
-    stretch of plain snippets): half ``import sympy``, a quarter ``import numpy``, a quarter
-    plain; p50 and p99 (target: p99 within 3x of p50).
+(c) **A sympy mix** at 64 in flight (256 requests) right after (b) (so the heavy zygotes are
+    cold, as after a stretch of plain snippets): half ``import sympy``, a quarter
+    ``import numpy``, a quarter plain; p50 and p99 (target: p99 within 3x of p50).
 
 Every answer is checked (HTTP 200 and the expected output). The machine is shared and noisy:
 compare the ratios within a repeat; the table gives each repeat, the median and the spread.
@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -68,40 +67,41 @@ MIX = [SYMPY, NUMPY, SYMPY, SUM]  # half sympy, a quarter numpy, a quarter plain
 # -- (a) the fork floor ------------------------------------------------------------------------
 
 
-def floor_server(path: str, preload: list[str]) -> None:
-    """Serve the fork floor on a unix socket: per request line, fork a child that writes one line
-    to the connection and exits; reap it before the next. Prints "ready" once listening."""
-    import selectors
-
-    for module in preload:
-        __import__(module)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(512)
-    sel = selectors.DefaultSelector()
-    sel.register(listener, selectors.EVENT_READ)
-    print("ready", flush=True)
-    while True:
-        for key, _ in sel.select():
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            if sock is listener:
-                conn, _ = listener.accept()
-                sel.register(conn, selectors.EVENT_READ)
-                continue
-            data = sock.recv(64)
-            if not data:
-                sel.unregister(sock)
-                sock.close()
-                continue
-            for _ in range(data.count(b"\n")):
-                pid = os.fork()
-                if pid == 0:
-                    try:
-                        sock.sendall(FLOOR_LINE)
-                    finally:
-                        os._exit(0)
-                os.waitpid(pid, 0)
+# The floor server, run as ``python -I -S -c FLOOR_SERVER PATH MODULES``: a plain interpreter
+# holding nothing but what it imports here (a fork copies the page tables of all the parent
+# holds: a server started as this bench, with httpx and rich loaded, would flatter boxed).
+# Per request line it forks a child that writes one line to the connection and exits, and
+# reaps it before the next. Prints "ready" once listening.
+FLOOR_SERVER = """
+import os, selectors, socket, sys
+for module in filter(None, sys.argv[2].split(",")):
+    __import__(module)
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(sys.argv[1])
+listener.listen(512)
+sel = selectors.DefaultSelector()
+sel.register(listener, selectors.EVENT_READ)
+print("ready", flush=True)
+while True:
+    for key, _ in sel.select():
+        sock = key.fileobj
+        if sock is listener:
+            sel.register(listener.accept()[0], selectors.EVENT_READ)
+            continue
+        data = sock.recv(64)
+        if not data:
+            sel.unregister(sock)
+            sock.close()
+            continue
+        for _ in range(data.count(b"\\n")):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    sock.sendall(b"4950\\n")
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+"""
 
 
 @dataclass
@@ -119,7 +119,7 @@ class Floor:
 async def floor_phase(preload: list[str], concurrency: int, budget: float) -> Floor:
     """Start a floor server, load it ``budget`` s at ``concurrency`` in flight, stop it."""
     path = os.path.join(tempfile.mkdtemp(prefix="floor-"), "sock")
-    args = [sys.executable, __file__, "--floor-server", path, "--preload", ",".join(preload)]
+    args = [sys.executable, "-I", "-c", FLOOR_SERVER, path, ",".join(preload)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"ready\n"
@@ -436,12 +436,7 @@ def main() -> None:
         "--boxed-env", action="append", default=[], metavar="KEY=VALUE", help="a BOXED_ setting"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
-    parser.add_argument("--floor-server", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--preload", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.floor_server:
-        floor_server(args.floor_server, [m for m in args.preload.split(",") if m])
-        return
     extra = parse_env(args.boxed_env)
     load_avg = os.getloadavg()
     repeats = []
