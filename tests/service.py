@@ -45,6 +45,9 @@ class ServiceProcess:
             **os.environ,
             "BOXED_INSTANCE": self.instance,
             "BOXED_POOL_SIZE": "4",
+            # no warm session sandboxes unless a test asks (tests/test_session_pool_docker.py):
+            # tests count a service's containers, and two idle ones would only cost CPU
+            "BOXED_SESSION_POOL_SIZE": "0",
             "BOXED_SANDBOX_IMAGE": IMAGE,
             **env,
         }

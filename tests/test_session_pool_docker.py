@@ -91,6 +91,7 @@ def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
         BOXED_POOL_SIZE="1",
         BOXED_STRICT_POOL_SIZE="0",
         BOXED_QUEUE_TIMEOUT="60",
+        BOXED_SESSION_POOL_SIZE=str(POOL),  # the default, which tests/service.py turns off
     ) as service:
         with httpx.Client(base_url=service.url, timeout=60) as http:
             yield Service(service.url, service.instance, engine, http, pods)
@@ -148,7 +149,9 @@ def test_a_warm_sandbox_has_the_session_limits_and_others_start_cold(svc: Servic
 
 
 def test_the_stop_removes_the_warm_sandboxes() -> None:
-    with running_service(BOXED_POOL_SIZE="0", BOXED_STRICT_POOL_SIZE="0") as service:
+    with running_service(
+        BOXED_POOL_SIZE="0", BOXED_STRICT_POOL_SIZE="0", BOXED_SESSION_POOL_SIZE=str(POOL)
+    ) as service:
         with httpx.Client(base_url=service.url, timeout=60) as http:
             svc = Service(service.url, service.instance, SYSTEM, http, pods=False)
             svc.wait_pool_full()
