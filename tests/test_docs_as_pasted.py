@@ -82,6 +82,12 @@ NO_CLUSTER = (
 BENCH = "a benchmark: minutes of a loaded machine, run by hand outside the suite"
 EXEMPT = (
     Exempt(
+        "docs/sandbox-image.md",
+        "python -m tools.build_image --derive geo --pip shapely==2.0.6 --apt bc",
+        "example builds of operator images: they download from the package index and take "
+        "minutes; tests/test_images.py builds a derived image offline from a wheel it makes",
+    ),
+    Exempt(
         "README.md",
         "bash scripts/serve       # run the service",
         "the set-up commands install into this environment and run in the foreground until "
