@@ -1,6 +1,7 @@
 """Session figures beside one-shot /execute, in one run on one service.
 
-    python bench/bench_sessions.py [--url URL] [--sessions N] [--calls N]
+    python bench/bench_sessions.py [--url URL] [--sessions N] [--calls N] [--forks N]
+        [--fork-sizes 10,100,500] [--files N]
 
 Starts its own service (process mode, default settings: a warm pool of 2 session sandboxes) on
 a free loopback port, or measures the one at ``--url``. One request at a time, it measures:
@@ -10,7 +11,12 @@ a free loopback port, or measures the one at ``--url``. One request at a time, i
   how long the pool takes to refill after a warm create;
 * deleting a session (its sandbox gone);
 * a trivial call in a session beside the same snippet one-shot (``POST /execute``);
-* ``import sympy`` as a session's first call, a later sympy call, and sympy one-shot.
+* ``import sympy`` as a session's first call, a later sympy call, and sympy one-shot;
+* a fork (``POST /sessions/{id}/fork``) by the size of the parent's interpreter (10, 100 and
+  500 MiB written, so resident; the parent made with ``max_forks``);
+* a shell session's call (``"language": "bash"``): a trivial one, and one that reads and
+  changes the state the call before it left;
+* a 1 MiB file put into a session and got back (``/sessions/{id}/files/...``).
 
 Each measure is one function that returns its rows; ``MEASURES`` lists them in table order
 (add a measure there). Prints a table of latencies (ms) with rich.
@@ -19,6 +25,7 @@ Each measure is one function that returns its rows; ``MEASURES`` lists them in t
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -32,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from exec_server.settings import Settings  # noqa: E402
 from tests.service import ServiceProcess  # noqa: E402
 
 TRIVIAL = "print(1)"
@@ -55,6 +63,9 @@ class Row:
 class Options:
     sessions: int
     calls: int
+    forks: int = 20
+    fork_sizes: tuple[int, ...] = (10, 100, 500)
+    files: int = 50
 
 
 Measure = Callable[[httpx.Client, Options], list[Row]]
@@ -177,7 +188,85 @@ def measure_sympy(http: httpx.Client, opts: Options) -> list[Row]:
     ]
 
 
-MEASURES: list[Measure] = [measure_create, measure_delete, measure_calls, measure_sympy]
+def fork_times(http: httpx.Client, mib: int, forks: int) -> list[float]:
+    """Seconds of each fork of a session whose interpreter holds ``mib`` MiB (written, so
+    resident); each fork is deleted before the next."""
+    limits = {"memory_mb": mib + 256, "max_forks": 1, "timeout": SLOW_CALL}
+    path = session_path(timed(http, "POST", "/sessions", limits)[1])
+    fill = f"blob = bytearray({mib} << 20)\nfor i in range(0, len(blob), 4096): blob[i] = 1"
+    seconds = []
+    try:
+        timed(http, "POST", f"{path}/execute", {"code": fill, "timeout": SLOW_CALL})
+        for _ in range(forks):
+            elapsed, made = timed(http, "POST", f"{path}/fork")
+            seconds.append(elapsed)
+            http.delete(session_path(made)).raise_for_status()
+    finally:
+        http.delete(path)
+    return seconds
+
+
+def measure_fork(http: httpx.Client, opts: Options) -> list[Row]:
+    """``POST /sessions/{id}/fork`` by the size of the parent's interpreter."""
+    return [
+        Row(f"POST /sessions/{{id}}/fork, {mib} MiB interpreter", fork_times(http, mib, opts.forks))
+        for mib in opts.fork_sizes
+    ]
+
+
+def measure_shell(http: httpx.Client, opts: Options) -> list[Row]:
+    """A shell session's calls: a trivial one, and one that reads the state the call before it
+    left (its working directory and a variable) and changes it."""
+    path = session_path(timed(http, "POST", "/sessions", {"language": "bash"})[1])
+    trivial, stateful = [], []
+    try:
+        timed(http, "POST", f"{path}/execute", {"code": "mkdir -p a; cd a; export N=0"})
+        for _ in range(opts.calls):
+            trivial.append(timed(http, "POST", f"{path}/execute", {"code": "echo 1"})[0])
+            body = {"code": 'N=$((N + 1)); cd ../a; echo "$N $PWD"'}
+            stateful.append(timed(http, "POST", f"{path}/execute", body)[0])
+    finally:
+        http.delete(path)
+    return [
+        Row("`echo 1` in a shell session", trivial),
+        Row("shell call that reads and changes its state", stateful),
+    ]
+
+
+def measure_files(http: httpx.Client, opts: Options) -> list[Row]:
+    """A 1 MiB file put into a session and got back (checked to be the bytes put)."""
+    data = os.urandom(1 << 20)
+    path = session_path(timed(http, "POST", "/sessions", {})[1])
+    put, get = [], []
+    try:
+        for i in range(opts.files):
+            name = f"{path}/files/bench/{i % 4}.bin"
+            started = time.perf_counter()
+            http.put(name, content=data).raise_for_status()
+            put.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            got = http.get(name)
+            get.append(time.perf_counter() - started)
+            got.raise_for_status()
+            if got.content != data:
+                raise RuntimeError(f"GET {name} answered other bytes than were put")
+    finally:
+        http.delete(path)
+    return [
+        Row("PUT a 1 MiB file into a session", put),
+        Row("GET a 1 MiB file from a session", get),
+    ]
+
+
+MEASURES: list[Measure] = [
+    measure_create,
+    measure_delete,
+    measure_calls,
+    measure_sympy,
+    measure_fork,
+    measure_shell,
+    measure_files,
+]
 
 
 # -- running -----------------------------------------------------------------------------
@@ -187,7 +276,9 @@ def service_url(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    service = ServiceProcess().start()
+    # the service's own default pool (test services start none: tests count containers)
+    pool = str(Settings.model_fields["session_pool_size"].default)
+    service = ServiceProcess(BOXED_SESSION_POOL_SIZE=pool).start()
     try:
         yield service.url
     finally:
@@ -218,8 +309,12 @@ def main() -> None:
     parser.add_argument("--url", help="a running service (default: start one on 127.0.0.1)")
     parser.add_argument("--sessions", type=int, default=20, help="sessions made per measure")
     parser.add_argument("--calls", type=int, default=200, help="calls of each kind")
+    parser.add_argument("--forks", type=int, default=20, help="forks per interpreter size")
+    parser.add_argument("--fork-sizes", default="10,100,500", help="interpreter sizes, MiB")
+    parser.add_argument("--files", type=int, default=50, help="1 MiB files put and got")
     args = parser.parse_args()
-    opts = Options(sessions=args.sessions, calls=args.calls)
+    sizes = tuple(int(size) for size in args.fork_sizes.split(",") if size)
+    opts = Options(args.sessions, args.calls, args.forks, sizes, args.files)
     rows: list[Row] = []
     try:
         with service_url(args.url) as url, httpx.Client(base_url=url, timeout=120) as http:
