@@ -28,12 +28,15 @@ from scorer.verdict import DEFAULT_TIMEOUT
 from . import frames
 from .failures import EnvUnavailable, failure_of, grader_failure, retry_after_of
 from .models import CodeAction, CodeObservation, CodeState, Task
+from .snapshots import Snapshots
 
 log = logging.getLogger("boxed.openenv")
 
 # Answers to a session call that say it did not run (boxed was overloaded): the session is
 # intact, and the step may be sent again.
 _NOT_RUN = frozenset({429, 503})
+# A fork refused by the session's own state (every fork taken, threads left running).
+_FORK_REFUSED = 409
 
 
 def failed(failure: Failure, error: str, status: str = "lost") -> CodeObservation:
@@ -56,7 +59,9 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
     ``/reset`` or ``/step`` request: a ``step()`` without ``reset()`` opens a session of its
     own, which ``close()`` deletes. ``executor``: where the server runs the blocking calls to
     boxed (default: the event loop's); ``grade_timeout``: seconds one answer check may take
-    (the scorer's; past it the grade is no reward, ``grader_timeout``)."""
+    (the scorer's; past it the grade is no reward, ``grader_timeout``); ``snapshots``: the
+    server's snapshots, shared by its episodes (a snapshot step keeps one, ``reset(snapshot=
+    id)`` forks the episode's session from one; sessions need ``max_forks``)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -66,6 +71,7 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         executor: Executor | None = None,
         *,
         grade_timeout: float = DEFAULT_TIMEOUT,
+        snapshots: Snapshots | None = None,
         **session_limits: Any,
     ) -> None:
         super().__init__()
@@ -74,7 +80,10 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         self._executor = executor
         self._grade_timeout = grade_timeout
         self._limits = session_limits
+        self._snapshots = snapshots if snapshots is not None else Snapshots()
         self._session: Session | None = None
+        self._shell: Session | None = None
+        self._calling: Session | None = None  # the session of the step's call
         self._task: Task | None = None
         self._state = CodeState()
         self._end: CodeObservation | None = None  # the step that ended the episode
@@ -91,16 +100,21 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         seed: int | None = None,
         episode_id: str | None = None,
         task: dict[str, Any] | None = None,
+        snapshot: str | None = None,
         **kwargs: Any,
     ) -> CodeObservation:
+        """A new episode: a new session, or (``snapshot``: an id a snapshot step answered) a
+        fork of that snapshot's, with its state. :class:`SnapshotNotFound` for an unknown
+        one."""
         self._close_session()
         self._task = Task.model_validate(task) if task is not None else None
         self._end = None
         self._state = CodeState(
             episode_id=episode_id or uuid.uuid4().hex,
             task_id=self._task.id if self._task else None,
+            snapshot=snapshot,
         )
-        self._open()
+        self._open(snapshot)
         return CodeObservation(prompt=self._task.prompt if self._task else None)
 
     def step(
@@ -110,11 +124,21 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
             return self._after_end()
         session = self._session or self._open()
         self._state.step_count += 1
-        if not action.code and action.answer is None:
+        if action.snapshot:
+            self._calling = session
+            obs = self._snapshot(session)
+            if obs.done:
+                self._finish(obs)
+            return obs
+        if not action.code and not action.shell and action.answer is None:
             return CodeObservation(status="ready", reward=0.0, error="no code and no answer")
         obs = CodeObservation(status="answered", reward=0.0)
         if action.code:
             obs = self._run(session, action.code, action.timeout or timeout_s)
+        elif action.shell:
+            obs = self._run(
+                self._shell or self._open_shell(), action.shell, action.timeout or timeout_s
+            )
         if action.answer is not None and obs.outcome == OutcomeKind.CODE and obs.status != "lost":
             obs = self._graded(obs, action.answer)
         if obs.done:
@@ -127,10 +151,13 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         seed: int | None = None,
         episode_id: str | None = None,
         task: dict[str, Any] | None = None,
+        snapshot: str | None = None,
         **kwargs: Any,
     ) -> CodeObservation:
         return await self._off_loop(
-            partial(self.reset, seed=seed, episode_id=episode_id, task=task, **kwargs)
+            partial(
+                self.reset, seed=seed, episode_id=episode_id, task=task, snapshot=snapshot, **kwargs
+            )
         )
 
     async def step_async(
@@ -150,6 +177,7 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
 
     # -- the steps -------------------------------------------------------------------------
     def _run(self, session: Session, code: str, timeout: float | None) -> CodeObservation:
+        self._calling = session
         try:
             result = session.execute(code, timeout=timeout)
         except BoxedError as exc:
@@ -167,6 +195,20 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
             done=result.session_lost is not None,
             reward=0.0,
         )
+
+    def _snapshot(self, session: Session) -> CodeObservation:
+        """A snapshot step: the session forked and kept (``snapshot_id``). A fork the
+        session's own state refuses (every fork taken, threads left running, no ``max_forks``)
+        is an error of the step, the episode going on; boxed failing is a failed call."""
+        try:
+            snapshot_id = self._snapshots.take(session)
+        except BoxedHTTPError as exc:
+            if exc.status_code != _FORK_REFUSED:
+                return self._call_failed(exc)
+            return CodeObservation(status="refused", error=exc.message, reward=0.0)
+        except BoxedError as exc:
+            return self._call_failed(exc)
+        return CodeObservation(status="ok", snapshot_id=snapshot_id, reward=0.0)
 
     def _call_failed(self, exc: BoxedError) -> CodeObservation:
         """The step of a session call boxed did not answer with a result. A 410 (the session
@@ -218,7 +260,10 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         self._state.done = True
         self._end = obs
         if obs.outcome == OutcomeKind.INFRASTRUCTURE and obs.status == "lost":
-            self._session = None
+            if self._shell is not None and self._calling is self._shell:
+                self._shell = None
+            else:
+                self._session = None
 
     def _after_end(self) -> CodeObservation:
         """A step after the episode ended: nothing runs. No reward again when the episode
@@ -235,29 +280,44 @@ class BoxedCodeEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
     def state(self) -> CodeState:
         return self._state
 
-    def _open(self) -> Session:
-        """A new session for the episode; :class:`EnvUnavailable` when boxed cannot give one
-        (unreachable, overloaded, no sandbox)."""
-        session = self._client.session(**self._limits)
+    def _open(self, snapshot: str | None = None) -> Session:
+        """A new session for the episode (a fork of ``snapshot``'s, when named);
+        :class:`EnvUnavailable` when boxed cannot give one (unreachable, overloaded, no
+        sandbox, every fork of the snapshot taken)."""
+        session = self._boxed_session(snapshot)
+        self._session = session
+        self._state.session_id = session.id
+        return session
+
+    def _open_shell(self) -> Session:
+        """The episode's shell session, opened on its first shell step."""
+        limits = {k: v for k, v in self._limits.items() if k != "max_forks"}
+        self._shell = self._boxed_session(None, language="bash", **limits)
+        self._state.shell_session_id = self._shell.id
+        return self._shell
+
+    def _boxed_session(self, snapshot: str | None, **limits: Any) -> Session:
+        """An open boxed session: a fork of the snapshot's, or a new one with ``limits`` (the
+        environment's by default)."""
         try:
-            session.open()
+            if snapshot is not None:
+                return self._snapshots.fork(snapshot)
+            return self._client.session(**(limits or self._limits)).open()
         except BoxedError as exc:
             failure = failure_of(exc) or Failure.of(FailureCode.INTERNAL_ERROR)
             detail = exc.message if isinstance(exc, BoxedHTTPError) else str(exc)
             raise EnvUnavailable(
                 f"boxed gave no session: {detail}", failure, retry_after_of(exc)
             ) from exc
-        self._session = session
-        self._state.session_id = session.id
-        return session
 
     def _close_session(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            try:
-                session.close()
-            except BoxedError:
-                pass  # gone already; the service expires what it cannot reach
+        for session in (self._session, self._shell):
+            if session is not None:
+                try:
+                    session.close()
+                except BoxedError:
+                    pass  # gone already; the service expires what it cannot reach
+        self._session = self._shell = None
 
     def close(self) -> None:
         self._close_session()

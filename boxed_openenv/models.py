@@ -3,22 +3,42 @@
 from __future__ import annotations
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from exec_server.models import OUTCOME_DOC, FailureInfo
 from scorer.outcome import OutcomeKind
 
 
 class CodeAction(Action):
-    """One step: code to run in the session, and/or the final answer (graded, ends the
-    episode)."""
+    """One step: Python code or a shell command to run, and/or the final answer (graded,
+    ends the episode); or a snapshot of the episode's Python session."""
 
     code: str = Field(default="", description="Python run in the episode's session.")
+    shell: str = Field(
+        default="",
+        description="Bash run in the episode's shell session (opened on first use; its "
+        "working directory and environment kept between steps; its own sandbox, apart from "
+        "the Python session's).",
+    )
+    snapshot: bool = Field(
+        default=False,
+        description="Fork the episode's Python session and keep the fork: the observation's "
+        "snapshot_id, which reset(snapshot=...) starts a later episode from (the server must "
+        "run with --max-forks).",
+    )
     answer: str | None = Field(
         default=None,
         description="The final answer, graded against the task's gold; ends the episode.",
     )
     timeout: float | None = Field(default=None, gt=0, description="Wall-clock limit (s).")
+
+    @model_validator(mode="after")
+    def _one_thing_to_run(self) -> CodeAction:
+        if sum((bool(self.code), bool(self.shell), self.snapshot)) > 1:
+            raise ValueError("a step runs code, a shell command or a snapshot: one of them")
+        if self.snapshot and self.answer is not None:
+            raise ValueError("a snapshot step takes no answer")
+        return self
 
 
 class CodeObservation(Observation):
@@ -38,6 +58,9 @@ class CodeObservation(Observation):
     reason: str | None = Field(default=None, description="Why a limit ended the run.")
     error: str | None = Field(default=None, description="What went wrong with the step.")
     prompt: str | None = Field(default=None, description="The task's prompt (at reset).")
+    snapshot_id: str | None = Field(
+        default=None, description="The snapshot a snapshot step took (for reset(snapshot=...))."
+    )
     correct: bool | None = Field(
         default=None,
         description="The final answer's grade (None: not graded, or the grader could not decide).",
@@ -53,6 +76,8 @@ class CodeState(State):
     """The episode: its boxed session and task."""
 
     session_id: str | None = None
+    shell_session_id: str | None = None
+    snapshot: str | None = Field(default=None, description="The snapshot the episode forked.")
     task_id: str | None = None
     done: bool = False
 

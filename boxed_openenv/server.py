@@ -32,6 +32,7 @@ from .environment import BoxedCodeEnvironment
 from .failures import EnvUnavailable
 from .frames import FailureFrames
 from .models import CodeAction, CodeObservation
+from .snapshots import Snapshots
 
 log = logging.getLogger("boxed.openenv")
 
@@ -70,14 +71,22 @@ def boxed_client(url: str | None, deadline: float, concurrency: int) -> Client:
 
 
 def create_app(
-    boxed_url: str | None = None, max_envs: int = 32, deadline: float = DEFAULT_DEADLINE
+    boxed_url: str | None = None,
+    max_envs: int = 32,
+    deadline: float = DEFAULT_DEADLINE,
+    max_forks: int = 0,
 ) -> FastAPI:
     """``openenv-core``'s app over the environment; every environment shares one boxed
-    client (thread-safe, one connection pool) and one thread pool for its calls to boxed."""
+    client (thread-safe, one connection pool), one thread pool for its calls to boxed and the
+    server's snapshots (deleted when it stops). ``max_forks`` > 0: episodes' sessions are
+    made with it, so that snapshot steps and resets from a snapshot can fork them (boxed
+    refuses forks under gVisor)."""
     concurrency = max(max_envs, 8)
     client = boxed_client(boxed_url or os.environ.get("BOXED_URL"), deadline, concurrency)
     threads = ThreadPoolExecutor(max(max_envs, 32), thread_name_prefix="boxed-env")
-    factory = partial(BoxedCodeEnvironment, client, threads)
+    snapshots = Snapshots()
+    limits = {"max_forks": max_forks} if max_forks else {}
+    factory = partial(BoxedCodeEnvironment, client, threads, snapshots=snapshots, **limits)
     app = openenv_app(
         factory, CodeAction, CodeObservation, env_name="boxed_code", max_concurrent_envs=max_envs
     )
@@ -86,6 +95,7 @@ def create_app(
     app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(WebSocketDisconnect, peer_gone)  # type: ignore[arg-type]
     app.add_middleware(FailureFrames)
+    app.router.on_shutdown.append(snapshots.close)  # the server stopping deletes them
     return app
 
 
@@ -142,11 +152,17 @@ def main(argv: list[str] | None = None) -> None:
         help="seconds reset and step try to reach boxed before answering 503 "
         "(default: $BOXED_OPENENV_DEADLINE, else 10)",
     )
+    parser.add_argument(
+        "--max-forks",
+        type=int,
+        default=0,
+        help="forks an episode's session may hold (snapshots and resets from one; 0: none)",
+    )
     args = parser.parse_args(argv)
     if args.boxed_deadline <= 0:
         parser.error("--boxed-deadline must be positive")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = create_app(args.boxed_url, args.max_envs, args.boxed_deadline)
+    app = create_app(args.boxed_url, args.max_envs, args.boxed_deadline, args.max_forks)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")

@@ -74,11 +74,13 @@ class EnvServer:
 
 
 @contextmanager
-def env_server_for(boxed_url: str, log: Path) -> Iterator[EnvServer]:
+def env_server_for(boxed_url: str, log: Path, *options: str) -> Iterator[EnvServer]:
+    """``python -m boxed_openenv`` over ``boxed_url`` with ``options``, until the block ends."""
     port = free_port()
+    argv = ["--port", str(port), "--boxed-url", boxed_url, *options]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "boxed_openenv", "--port", str(port), "--boxed-url", boxed_url],
+            [sys.executable, "-m", "boxed_openenv", *argv],
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
