@@ -6,6 +6,7 @@ stays as it was taken, and the server deletes its snapshots when it stops."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -90,8 +91,6 @@ def test_a_step_takes_one_thing_to_run() -> None:
 
 def until_no_session_but(instance: str, keep: int, seconds: float = 20) -> list[str]:
     """The session containers once at most ``keep`` are left (or after ``seconds``)."""
-    import time
-
     deadline = time.monotonic() + seconds
     while len(left := session_containers(instance)) > keep and time.monotonic() < deadline:
         time.sleep(0.2)
