@@ -56,6 +56,12 @@ class ImageSpec(BaseModel):
         le=MAX_IMAGE_POOL,
         description="Warm sandboxes kept (0: each is made when asked for, about a second).",
     )
+    session_pool_size: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_IMAGE_POOL,
+        description="Warm session sandboxes kept (0: each session starts its own).",
+    )
 
 
 def _listed(settings: Settings) -> dict[str, Any]:
@@ -131,6 +137,14 @@ class OperatorImage:
     def serving(self) -> bool:
         return self.problem is None
 
+    @property
+    def session_pool_size(self) -> int:
+        """Warm session sandboxes it asks for: BOXED_SESSION_POOL_SIZE for the default image,
+        its own ``session_pool_size`` for the others (``BOXED_MAX_SESSIONS`` caps the sum)."""
+        if self.name == DEFAULT:
+            return self.settings.session_pool_size
+        return self.spec.session_pool_size
+
     def describe(self) -> dict[str, Any]:
         """Its row of ``GET /images``."""
         report = self.report
@@ -154,6 +168,7 @@ class OperatorImage:
                 "timeout_max": self.settings.timeout_max,
             },
             "pool_size": self.settings.pool_size if self.name == DEFAULT else self.spec.pool_size,
+            "session_pool_size": self.session_pool_size,
             "setuid_files": None if scan is None else len(scan.setuid_files),
         }
 

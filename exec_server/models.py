@@ -208,6 +208,9 @@ class ImageInfo(BaseModel):
     )
     limits: ImageLimits
     pool_size: int = Field(description="Warm sandboxes kept for it (0: made when asked for).")
+    session_pool_size: int = Field(
+        description="Warm session sandboxes it asks for (0: each session starts its own)."
+    )
     setuid_files: int | None = Field(
         description="Set-uid/set-gid files found by its check, inert under no-new-privileges."
     )

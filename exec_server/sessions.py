@@ -42,7 +42,7 @@ from .backends.base import (
     SessionSpec,
 )
 from .engine import Engine
-from .images import DEFAULT
+from .images import OperatorImage
 from .limits import resolve_limits
 from .models import ExecuteRequest, SessionCreateRequest, SessionExecuteResponse, SessionInfo
 from .request_errors import RequestError, ServiceUnavailable
@@ -282,17 +282,26 @@ class SessionManager:
         self.pools = self._warm_pools()
 
     def _warm_pools(self) -> dict[str, SessionPool]:
-        """The warm pools by image name: the default image's only, for now (none when its
-        size or ``max_sessions`` is 0)."""
+        """The warm pools by image name: each image's ``session_pool_size``, the default
+        image first, at most ``max_sessions`` warm in all (an image given none has no pool)."""
         s = self.settings
-        size = min(s.session_pool_size, s.max_sessions)
-        if size == 0:
-            return {}
-        image = self.engine.image(DEFAULT)
+        left = s.max_sessions
+        pools: dict[str, SessionPool] = {}
+        for image in self.engine.images:
+            size = min(image.session_pool_size, left)
+            if size == 0:
+                continue
+            left -= size
+            pools[image.name] = self._pool(image, size)
+        return pools
+
+    def _pool(self, image: OperatorImage, size: int) -> SessionPool:
+        """A warm pool of ``image``: its sandboxes made with its default limits."""
+        limits = image.settings
         template = sandbox_spec(
-            image.settings.memory_mb_default, image.settings.session_lifetime_default, s, ""
+            limits.memory_mb_default, limits.session_lifetime_default, self.settings, ""
         )
-        pool = SessionPool(
+        return SessionPool(
             self.engine.backend_for(image),
             template,
             size,
@@ -300,9 +309,8 @@ class SessionManager:
             new_id=self.ids.new,
             # as the engine pauses its pools: the backend down, or the image not checked
             can_make=lambda: self.engine.health.ok and image.serving,
-            parallel=s.warmup_parallelism,
+            parallel=self.settings.warmup_parallelism,
         )
-        return {image.name: pool}
 
     # -- bookkeeping ---------------------------------------------------------------------
     @property

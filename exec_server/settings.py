@@ -247,7 +247,8 @@ class Settings(BaseSettings):
         default=None,
         description='Operator images a request may name ("image": NAME), a JSON object name '
         '-> image reference, or name -> {"image": ref, "memory_mb_max", "timeout_max", '
-        "\"pool_size\" (0-8, default 0: made when asked for)}; 'default' is always "
+        '"pool_size" (0-8, default 0: made when asked for), "session_pool_size" (0-8, '
+        "default 0: warm session sandboxes)}; 'default' is always "
         "BOXED_SANDBOX_IMAGE. Each is scanned at start and refused if it carries device nodes "
         "outside /dev (docs/sandbox-image.md#operator-images). Docker backends only.",
     )
@@ -424,10 +425,11 @@ class Settings(BaseSettings):
         default=2,
         ge=0,
         le=SESSION_POOL_MAX,
-        description="Warm session sandboxes kept ready per image, so that POST /sessions "
-        "answers without starting one; each serves one session only, and counts against no "
-        f"quota until handed out. At most {SESSION_POOL_MAX}, and at most BOXED_MAX_SESSIONS "
-        "are kept; 0: every session starts its own sandbox.",
+        description="Warm session sandboxes of the default image kept ready, so that POST "
+        "/sessions answers without starting one (an operator image sets its own "
+        "session_pool_size in BOXED_IMAGES); each serves one session only, and counts against "
+        f"no quota until handed out. At most {SESSION_POOL_MAX}, and at most "
+        "BOXED_MAX_SESSIONS are kept over all images; 0: every session starts its own sandbox.",
     )
     session_file_max_bytes: int = Field(
         default=16 * 1024 * 1024,

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import subprocess
 import tarfile
+import time
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -335,7 +337,7 @@ def derived_images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
 @pytest.fixture(scope="module")
 def service(derived_images: dict[str, str]) -> Iterator[str]:
     images = {
-        "probe": {"image": derived_images["probe"], "memory_mb_max": 512},
+        "probe": {"image": derived_images["probe"], "memory_mb_max": 512, "session_pool_size": 1},
         "setuid": derived_images["setuid"],
     }
     with running_service(BOXED_POOL_SIZE="1", BOXED_IMAGES=json.dumps(images)) as svc:
@@ -357,6 +359,7 @@ def test_images_lists_each_image_with_its_versions_and_what_it_adds(service: str
     assert probe["versions"]["packages"]["boxed-probe"] == "1.0"
     assert probe["versions"]["python"] == images["default"]["versions"]["python"]
     assert probe["limits"]["memory_mb_max"] == 512 and probe["pool_size"] == 0
+    assert probe["session_pool_size"] == 1 and images["setuid"]["session_pool_size"] == 0
     assert images["default"]["adds"] is None and images["default"]["pool_size"] == 1
     # the set-uid python is found (and reported as inert), beside the base's own
     assert images["setuid"]["setuid_files"] == images["default"]["setuid_files"] + 1
@@ -386,10 +389,28 @@ def test_the_derived_image_has_its_package_the_default_does_not(service: str) ->
     assert sandbox_fusion["status"] == "Success"
 
 
+def warm_sessions_made(service: str) -> float:
+    text = httpx.get(f"{service}/metrics").text
+    found = re.search(r'^boxed_session_sandboxes_total{start="warm"} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def wait_session_pool(service: str, image: str) -> None:
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{service}/readyz").json()["session_pool_ready"].get(image) != 1:
+        assert time.monotonic() < deadline, "the image's session pool did not fill"
+        time.sleep(0.05)
+
+
 @pytest.mark.docker
 def test_a_session_keeps_its_image(service: str) -> None:
+    """...also one handed out warm from the image's own session pool."""
+    wait_session_pool(service, "probe")
+    warm_before = warm_sessions_made(service)
     created = httpx.post(f"{service}/sessions", json={"image": "probe"}, timeout=60)
     assert created.status_code == 201 and created.json()["image"] == "probe"
+    assert created.json()["memory_mb"] <= 512  # the image's limits
+    assert warm_sessions_made(service) == warm_before + 1
     sid = created.json()["session_id"]
     try:
         for code in ("import boxed_probe", "print(boxed_probe.VERSION)"):
@@ -444,6 +465,7 @@ def test_unknown_names_and_references_are_422_and_limits_are_the_images(service:
 
 
 SUID_SNIPPET = f"""
+import re
 import subprocess
 out = subprocess.run(
     ["{SUID_PYTHON}", "-c", "import os; print(os.geteuid(), os.getuid())"],

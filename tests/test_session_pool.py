@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from exec_server.app import Executor, create_app
 from exec_server.backends.fake import FakeBackend, FakeSession, observed
+from exec_server.images import allow_list
 from exec_server.settings import SESSION_POOL_MAX, Settings
 
 
@@ -195,3 +196,82 @@ def test_the_reaper_spares_warm_sandboxes_and_the_stop_removes_them() -> None:
     assert sessions_of(fake) == {}
     assert warm <= set(fake.removed)
     assert metric("boxed_session_pool_ready", image="default") == 0
+
+
+# -- operator images: a warm pool each --------------------------------------------------------
+
+
+@contextmanager
+def imaged_service(
+    images: dict[str, Any], **settings: Any
+) -> Iterator[tuple[TestClient, Executor]]:
+    """The real app over fake backends (one per image), with operator images ``images``."""
+    s = Settings(
+        instance="fake",
+        process_backend="fake",
+        container_backend="fake",
+        pool_size=1,
+        images=images,
+        image_scan_dir=None,
+        **settings,
+    )
+    executor = Executor(s)
+    with TestClient(create_app(s, executor), raise_server_exceptions=False) as client:
+        yield client, executor
+
+
+def sessions_on(executor: Executor, image: str) -> dict[str, FakeSession]:
+    backend = executor.engine.backend_for(executor.engine.image(image))
+    assert isinstance(backend, FakeBackend)
+    return sessions_of(backend)
+
+
+def test_each_operator_image_keeps_its_own_warm_sessions_with_its_limits() -> None:
+    images = {
+        "tools": {"image": "tools:1", "memory_mb_max": 256, "session_pool_size": 1},
+        "plain": "plain:1",  # no session_pool_size: no pool
+    }
+    with imaged_service(images) as (client, executor):
+        pools = executor.sessions.pools
+        wait_until(lambda: [len(p.sandbox_ids()) for p in pools.values()] == [2, 1])
+        ready = client.get("/readyz").json()
+        assert ready["session_pool_size"] == {"default": 2, "tools": 1}
+        assert ready["session_pool_ready"] == {"default": 2, "tools": 1}
+        rows = {
+            row["name"]: row["session_pool_size"] for row in client.get("/images").json()["images"]
+        }
+        assert rows == {"default": 2, "tools": 1, "plain": 0}
+
+        warm_tools = pools["tools"].sandbox_ids()
+        made = client.post("/sessions", json={"image": "tools"})
+        assert made.status_code == 201 and made.json()["memory_mb"] == 256  # the image's limit
+        (sandbox,) = [
+            s
+            for s in sessions_on(executor, "tools").values()
+            if s.session_id == made.json()["session_id"]
+        ]
+        assert sandbox.id in warm_tools and sandbox.calls == []
+        assert sandbox.spec.memory_mb == 256 and sandbox.spec.session_id == sandbox.session_id
+        assert len(pools["default"].sandbox_ids()) == 2  # the default image's pool untouched
+        wait_until(lambda: len(pools["tools"].sandbox_ids()) == 1)  # refilled
+        assert len(sessions_on(executor, "tools")) == 2
+
+        before = set(sessions_on(executor, "plain"))
+        cold = client.post("/sessions", json={"image": "plain"})
+        assert cold.status_code == 201
+        assert before == set() and len(sessions_on(executor, "plain")) == 1  # started for it
+    for image in ("default", "tools", "plain"):
+        assert sessions_on(executor, image) == {}  # the stop removed warm and open alike
+
+
+def test_max_sessions_caps_the_warm_sandboxes_of_every_image_together() -> None:
+    images = {
+        "tools": {"image": "tools:1", "session_pool_size": 2},
+        "more": {"image": "more:1", "session_pool_size": 2},
+    }
+    with imaged_service(images, max_sessions=3) as (client, executor):
+        sizes = {name: pool.size for name, pool in executor.sessions.pools.items()}
+        assert sizes == {"default": 2, "tools": 1}  # the default image first, in list order
+        wait_until(lambda: sum(len(p.sandbox_ids()) for p in executor.sessions.pools.values()) == 3)
+    with pytest.raises(ValueError, match="less than or equal to 8.*session_pool_size"):
+        allow_list(Settings(images={"big": {"image": "big:1", "session_pool_size": 9}}))
