@@ -15,6 +15,7 @@ from exec_server.backends.session_seccomp import CLONE_NEWUSER, SANDBOX_PROFILE,
 from exec_server.guest import forks
 from tests.conftest import running_service
 from tests.runtimes import engine_for
+from tests.test_session_verdicts import FORGE
 
 pytestmark = pytest.mark.docker
 
@@ -253,3 +254,21 @@ def test_the_forkable_profile_adds_user_namespaces_and_nothing_else() -> None:
 
 def test_an_id_map_has_a_line_per_run_of_consecutive_ids() -> None:
     assert forks.uid_map([7, 3, 4, 5, 9, 4]) == "3 3 3\n7 7 1\n9 9 1\n"
+
+
+def test_the_parent_is_still_seen_in_its_serve_loop_after_a_fork(http: httpx.Client) -> None:
+    """After a fork, a report forged early and then a sleep is a timeout in the parent, which
+    PID 1 still sees waiting (or not) in its own serve loop. The fork's user namespace is
+    owned by the parent's uid, where PID 1 has no ptrace right: a fork goes without that
+    look (docs/sessions.md), and its sleep is then paid in its next call."""
+    parent = new_session(http, timeout=2)
+    run(http, parent, "x = 1")
+    child = fork(http, parent)
+    sleep = FORGE + "import time\ntime.sleep(30)\nprint('slept')\n"
+    data = run(http, parent, sleep)
+    assert (data["status"], data["limit"], data["stdout"]) == ("timeout", "wall", ""), data
+    data = run(http, child, sleep)
+    if data["status"] == "ok":
+        data = run(http, child, "print('next')")
+    assert (data["status"], data["limit"]) == ("timeout", "wall"), data
+    assert "slept" not in data["stdout"], data

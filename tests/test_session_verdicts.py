@@ -57,16 +57,72 @@ def test_a_call_that_reports_early_then_computes_is_a_timeout(http: httpx.Client
     assert data["session_lost"], data
 
 
+def kernel_shows_system_calls(http: httpx.Client, sid: str) -> bool:
+    """Whether the sandbox's kernel has ``/proc/<pid>/syscall`` (runc's does, gVisor's not):
+    where it has, the session program checks the interpreter waits in its own serve loop."""
+    data = answer(http, sid, "import os\nprint(os.path.exists('/proc/self/syscall'))")
+    assert data["status"] == "ok", data
+    return data["stdout"] == "True\n"
+
+
 def test_a_call_that_reports_early_then_sleeps_pays_its_time(http: httpx.Client) -> None:
     sid = new_session(http)
+    shown = kernel_shows_system_calls(http, sid)
     data = answer(http, sid, FORGE + "import time\ntime.sleep(30)\nprint('slept')\n")
-    # Asleep in one thread is what idle looks like to the kernel, so the call may end here
-    # (docs/sessions.md); its sleep then goes on in the next call, whose stale report is not
-    # believed: the next call is the timeout, and the sleep's output never counts as done.
-    if data["status"] == "ok":
-        data = answer(http, sid, "print('next')")
+    if not shown:
+        # Asleep in one thread is then all idle looks like, so the call may end here
+        # (docs/sessions.md); its sleep goes on in the next call, whose stale report is not
+        # believed: the next call is the timeout, and the sleep's output never counts as done.
+        if data["status"] == "ok":
+            data = answer(http, sid, "print('next')")
+    # Where it is shown, the sleep is not the serve loop's wait: this call is the timeout.
     assert (data["status"], data["limit"]) == ("timeout", "wall"), data
     assert "slept" not in data["stdout"], data
+
+
+# A loop of the code's own that takes over the serve loop's socket: it reports this call and
+# then answers each later call with that call's nonce, running none of their code.
+NONCE_ECHO = FORGE + (
+    "_c = _s.socket(fileno=3)\n"
+    "while True:\n"
+    "    _m = _c.recvmsg(64, 64)[0]\n"
+    "    _c.send(bytes((0, 0)) + _m[4:])\n"
+)
+
+
+def test_a_loop_that_echoes_each_nonce_is_not_an_idle_interpreter(http: httpx.Client) -> None:
+    sid = new_session(http)
+    shown = kernel_shows_system_calls(http, sid)
+    data = answer(http, sid, NONCE_ECHO)
+    if shown:
+        # Its recvmsg is not the serve loop's (another stack): the call runs to its limit.
+        assert (data["status"], data["limit"]) == ("timeout", "wall"), data
+        assert data["session_lost"], data
+    else:
+        # gVisor: the documented limit. The later call's status is then a true record of
+        # what the interpreter did (nothing), not proof that its code ran.
+        assert data["status"] == "ok", data
+        later = answer(http, sid, "print('ran')")
+        assert (later["status"], later["stdout"]) == ("ok", ""), later
+
+
+DUMPABLE = "import ctypes\nprctl = ctypes.CDLL(None).prctl\n" + "prctl(4, {}, 0, 0, 0)\n"
+
+
+def test_an_interpreter_made_not_dumpable_runs_its_calls_to_their_limit(
+    http: httpx.Client,
+) -> None:
+    """Not dumpable, the interpreter hides where it waits from PID 1: a call of it can then
+    not be seen ending, so it runs to its wall-clock limit (where the kernel shows system
+    calls); dumpable again before its call ends, it is seen as usual."""
+    sid = new_session(http)
+    shown = kernel_shows_system_calls(http, sid)
+    hidden = answer(http, sid, DUMPABLE.format(0) + "print('set')")
+    expected = ("timeout", "wall") if shown else ("ok", None)
+    assert (hidden["status"], hidden["limit"], hidden["stdout"]) == (*expected, "set\n"), hidden
+    sid = new_session(http)
+    back = answer(http, sid, DUMPABLE.format(0) + "prctl(4, 1, 0, 0, 0)\nprint('back')")
+    assert (back["status"], back["stdout"]) == ("ok", "back\n"), back
 
 
 def test_a_forged_report_repeated_cannot_end_the_next_call(http: httpx.Client) -> None:

@@ -23,12 +23,14 @@ the next call continues it (SIGCONT). An idle session therefore uses no CPU.
 The interpreter reports the end of a call on its socket (two bytes: failed, MemoryError, then
 the call's nonce). The code can write that socket too, so a report ends nothing by itself: a
 call ends when the interpreter exits, or when it reported this call's nonce and the kernel
-shows it quiet (one thread, asleep, no context switch between two looks); until then the
-limits run. A report may only make the verdict worse; every limit, the exit status of an
+shows it quiet (one thread, asleep, no context switch between two looks, and where the kernel
+shows it, waiting in the serve loop's own ``recvmsg``); until then the limits run. A report
+may only make the verdict worse; every limit, the exit status of an
 interpreter that ended and the OOM kill come from this process (docs/sessions.md says what
 code that owns its interpreter can and cannot still do).
 """
 
+import contextlib
 import dataclasses
 import glob
 import io
@@ -53,6 +55,7 @@ from .processes import (
     kill_uid,
     libc,
     processes,
+    read_small,
     snippet_processes,
     task_state,
 )
@@ -74,6 +77,7 @@ CALL = b"call"  # then the call's nonce, which its report repeats
 NONCE_BYTES = 16
 SETUP_TIMEOUT = 30.0
 QUIET_TICK = 0.002  # how often a reported call is looked at until its interpreter is quiet
+RECVMSG = {"x86_64": 47, "aarch64": 212}.get(os.uname().machine)  # the serve loop's wait
 
 
 # -- the interpreter (the sandbox uid) ------------------------------------------------------
@@ -232,10 +236,12 @@ class _Interpreter:
         self.cpus = config.cpus  # the container's CPU quota: CPU time grows at most this fast
         self.ended = False
         self.member = forks.Member()  # its user namespace, for forking it
+        self.idle = None  # where it waits in its serve loop, as the kernel shows it (or None)
         if fork is not None:
             self.uid, (self.pid, self.sock, self.out_r, self.err_r, self.member) = fork
             for fd in (self.out_r, self.err_r):
                 os.set_blocking(fd, False)
+            self.idle = self._idle_wait()
             self._stop()
             return
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -260,6 +266,7 @@ class _Interpreter:
             why = self._read_available(self.err_r).decode(errors="replace").strip()
             raise RuntimeError(f"the interpreter did not start: {why or 'no message'}")
         self.ended = False
+        self.idle = self._idle_wait()
         self._stop()
 
     @staticmethod
@@ -295,13 +302,52 @@ class _Interpreter:
 
     def quiet(self):
         """Whether the kernel shows the interpreter idle: one thread (none left running by the
-        call), asleep, with no context switch between two looks. The code cannot forge this;
-        it can only be idle elsewhere than in its serve loop (see docs/sessions.md)."""
+        call), asleep, with no context switch between two looks, and (where the kernel shows
+        it, ``idle``) asleep in its serve loop's wait: the same system call, arguments and
+        stack pointer as before any code ran. The code cannot forge this;
+        without ``idle`` it can be idle elsewhere than in its serve loop (docs/sessions.md)."""
         first = task_state(self.pid)
         if first is None or first[:2] != ("S", 1):
             return False
+        if self.idle is not None and self._waiting_in() != self.idle:
+            return False
         time.sleep(QUIET_TICK / 2)
         return task_state(self.pid) == first
+
+    def _waiting_in(self):
+        """The system call the interpreter is in (number, its first three arguments, stack
+        pointer), from ``/proc/<pid>/syscall``; None when it cannot be read. The stack pointer
+        tells the serve loop's wait from any the code makes, which is deeper in the stack
+        (inside the call, a hook, a signal handler); not the instruction pointer, since glibc's
+        wrapper takes another path once a thread was ever made. Reading the file takes ptrace
+        rights over the interpreter: PID 1 takes them as its uid and gid for a moment (it is
+        dumpable and holds no capability); gVisor has no such file.
+        """
+        try:
+            with _as_owner(self.pid):
+                text = read_small(f"/proc/{self.pid}/syscall")
+        except OSError:
+            return None
+        fields = text.split()
+        return (*fields[:4], fields[7]) if len(fields) >= 9 else tuple(fields[:1])
+
+    def _idle_wait(self):
+        """Where the interpreter waits for a call, seen before any call runs: its serve loop's
+        ``recvmsg``, the first sleep the kernel shows there (None where ``_waiting_in`` cannot
+        read, or it did not get there in SETUP_TIMEOUT: then ``quiet`` goes without it)."""
+        deadline = time.monotonic() + SETUP_TIMEOUT
+        while RECVMSG is not None and time.monotonic() < deadline:
+            first = task_state(self.pid)
+            if first is None:
+                return None
+            if first[:2] == ("S", 1):
+                waiting = self._waiting_in()
+                if waiting is None:
+                    return None
+                if waiting[0] == b"%d" % RECVMSG and task_state(self.pid) == first:
+                    return waiting
+            time.sleep(QUIET_TICK / 4)
+        return None
 
     def _strays(self):
         return [p for p, alive in snippet_processes(self.uid).items() if alive]
@@ -341,6 +387,8 @@ class _Interpreter:
             if not self.exited():
                 self._stop()
             self._kill_others()
+        if self.idle is not None and self._waiting_in() is None:
+            self.idle = None  # moved into a user namespace of its own: no longer readable
         return _Interpreter(config, self.exits, self.counters, fork=(fork_uid, made))
 
     def call(self, header, body_fd):
@@ -412,6 +460,34 @@ class _Interpreter:
         except (OSError, ValueError, IndexError):
             pass
         return None
+
+
+@contextlib.contextmanager
+def _as_owner(pid):
+    """PID 1 with the file-system uid and gid of ``pid``'s owner for a moment (its real and
+    saved ids stay 0, so its capabilities come back): what /proc asks of a reader of another
+    uid's syscall file. Real and saved 0: no process of the sandbox uid may signal or trace
+    PID 1 meanwhile."""
+    owner = _ids(pid)
+    os.setresgid(-1, owner[1], -1)
+    try:
+        os.setresuid(-1, owner[0], -1)
+        try:
+            yield
+        finally:
+            os.setresuid(-1, 0, -1)
+    finally:
+        os.setresgid(-1, 0, -1)
+
+
+def _ids(pid):
+    """``pid``'s real uid and gid, from its status."""
+    found = {}
+    for line in read_small(f"/proc/{pid}/status").split(b"\n"):
+        key, _, value = line.partition(b":")
+        if key in (b"Uid", b"Gid"):
+            found[key] = int(value.split()[0])
+    return found[b"Uid"], found[b"Gid"]
 
 
 def main(config):
