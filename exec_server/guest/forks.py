@@ -303,6 +303,58 @@ def _euid(uid: int) -> Iterator[None]:
         os.setresuid(-1, 0, -1)
 
 
+class SyscallReader:
+    """PID 1's reader of a fork's ``/proc/<pid>/syscall``: a helper in the fork's user
+    namespace, where it holds every capability (PID 1 has no ptrace right there: the
+    session's first uid owns it). It reads that one file on each request and nothing else,
+    keeps no descriptor but its socket, and has real and saved uid 0, so no process of the
+    sandbox may signal or trace it. None from ``read`` when it cannot say."""
+
+    def __init__(self, owner: int, ns: int, pid: int) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            _serve_syscall_reads(owner, ns, pid, theirs)
+        theirs.close()
+        ours.settimeout(1.0)  # a helper that does not answer says nothing: not idle
+        self.sock = ours
+
+    def read(self) -> bytes | None:
+        try:
+            self.sock.send(b"?")
+            answer = self.sock.recv(512)
+        except OSError:
+            return None
+        return answer if answer not in (b"", b"-") else None
+
+    def close(self) -> None:
+        self.sock.close()
+        _kill(self.pid)
+
+
+def _serve_syscall_reads(owner: int, ns: int, pid: int, sock: socket.socket) -> None:
+    """The helper's life (``SyscallReader``): enter the namespace, then answer. Never returns."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setresuid(-1, owner, -1)  # as the owner, it may enter the namespace
+        _check(libc.setns(ns, CLONE_NEWUSER), "setns")
+        keep = sock.fileno()
+        os.closerange(0, keep)
+        os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+        path = f"/proc/{pid}/syscall"
+        while sock.recv(8):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+                text = os.read(fd, 512)
+                os.close(fd)
+            except OSError:
+                text = b""
+            sock.send(text or b"-")
+    finally:
+        os._exit(0)
+
+
 class ForkRefused(Exception):
     """The interpreter could not be forked, by its own state or doing."""
 

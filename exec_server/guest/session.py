@@ -228,8 +228,8 @@ class _Interpreter:
     """The session's interpreter as the supervisor sees it: its pid, socket and pipes."""
 
     def __init__(self, config, exits, counters, fork=None):
-        """The session's first interpreter, forked from here; or ``fork``: (uid, and what
-        ``forks.fork_member`` answered) for a fork of one."""
+        """The session's first interpreter, forked from here; or ``fork``: (uid, what
+        ``forks.fork_member`` answered, the namespaces' owner) for a fork of one."""
         self.exits, self.counters = exits, counters  # the supervisor's SIGCHLD pipe, cgroup files
         self.uid = config.uid
         self.cap = config.output_cap
@@ -237,10 +237,12 @@ class _Interpreter:
         self.ended = False
         self.member = forks.Member()  # its user namespace, for forking it
         self.idle = None  # where it waits in its serve loop, as the kernel shows it (or None)
+        self.reader = None  # a fork's: forks.SyscallReader (PID 1 reads the others' itself)
         if fork is not None:
-            self.uid, (self.pid, self.sock, self.out_r, self.err_r, self.member) = fork
+            self.uid, (self.pid, self.sock, self.out_r, self.err_r, self.member), owner = fork
             for fd in (self.out_r, self.err_r):
                 os.set_blocking(fd, False)
+            self.reader = forks.SyscallReader(owner, self.member.ns, self.pid)
             self.idle = self._idle_wait()
             self._stop()
             return
@@ -320,14 +322,20 @@ class _Interpreter:
         tells the serve loop's wait from any the code makes, which is deeper in the stack
         (inside the call, a hook, a signal handler); not the instruction pointer, since glibc's
         wrapper takes another path once a thread was ever made. Reading the file takes ptrace
-        rights over the interpreter: PID 1 takes them as its uid and gid for a moment (it is
-        dumpable and holds no capability); gVisor has no such file.
+        rights over the interpreter (it is dumpable and holds no capability): PID 1 takes them
+        as its uid and gid for a moment; a fork's reader holds them in the fork's namespace.
+        gVisor has no such file.
         """
-        try:
-            with _as_owner(self.pid):
-                text = read_small(f"/proc/{self.pid}/syscall")
-        except OSError:
-            return None
+        if self.reader is not None:
+            text = self.reader.read()
+            if text is None:
+                return None
+        else:
+            try:
+                with _as_owner(self.pid):
+                    text = read_small(f"/proc/{self.pid}/syscall")
+            except OSError:
+                return None
         fields = text.split()
         return (*fields[:4], fields[7]) if len(fields) >= 9 else tuple(fields[:1])
 
@@ -387,9 +395,7 @@ class _Interpreter:
             if not self.exited():
                 self._stop()
             self._kill_others()
-        if self.idle is not None and self._waiting_in() is None:
-            self.idle = None  # moved into a user namespace of its own: no longer readable
-        return _Interpreter(config, self.exits, self.counters, fork=(fork_uid, made))
+        return _Interpreter(config, self.exits, self.counters, fork=(fork_uid, made, writer.owner))
 
     def call(self, header, body_fd):
         """Run one call: its RESULT report, after its output frames (sent)."""
@@ -442,7 +448,11 @@ class _Interpreter:
         return (*exit_status(status), usage.ru_maxrss)
 
     def end(self):
-        """Kill the interpreter (its group first) and everything else of the sandbox uid."""
+        """Kill the interpreter (its group first) and everything else of the sandbox uid, and
+        its reader."""
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
         for kill in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, 9)):
             try:
                 kill()
@@ -536,7 +546,8 @@ def main(config):
 def _kill_strangers(members, fork):
     """After a fork only the session's interpreters may run in the container: kill anything
     else (a process made during the fork could have taken a free uid of the block)."""
-    known = {m.pid for m in members} | {fork.pid}
+    every = [*members, fork]
+    known = {m.pid for m in every} | {m.reader.pid for m in every if m.reader is not None}
     for pid in processes():
         if pid not in known:
             try:
