@@ -423,6 +423,19 @@ def test_only_sandboxes_reached_over_the_socket_get_its_directory() -> None:
     assert docker_backend.SOCKET_DIR not in backend.host_options(256)["tmpfs"]
 
 
+def test_the_supervisor_holds_ptrace_only_under_gvisor() -> None:
+    """gVisor's /proc shows no system call of a process, so a session's PID 1 stops its
+    interpreter (ptrace) to see where it waits: CAP_SYS_PTRACE there, the sentry's; under runc
+    PID 1 reads /proc and holds only what it needs to drop ids and kill."""
+    for runtime, caps in (
+        ("runc", ["SETUID", "SETGID", "KILL"]),
+        ("runsc", ["SETUID", "SETGID", "KILL", "SYS_PTRACE"]),
+    ):
+        backend = DockerBackend(Settings(runtime=runtime), reuse=True)
+        assert backend.host_options(256)["cap_add"] == caps
+        assert backend.host_options(256)["cap_drop"] == ["ALL"]
+
+
 @pytest.mark.docker
 def test_a_container_mode_sandbox_has_no_socket_directory() -> None:
     """What the snippet sees: a mount at /run/boxed in a process-mode sandbox only."""

@@ -72,6 +72,9 @@ GVISOR_HOST_PIDS = 16384  # host tasks of one gVisor sandbox: the sentry's, the 
 # The supervisor's only privileges: dropping a child's ids and killing what the snippet left
 # (docs/process-mode.md, threat model).
 SUPERVISOR_CAPS = ["SETUID", "SETGID", "KILL"]
+# Under gVisor also CAP_SYS_PTRACE, the sentry's (no host capability): a session's PID 1 stops
+# its interpreter for a moment to see where it waits, which gVisor's /proc does not show.
+GVISOR_SUPERVISOR_CAPS = [*SUPERVISOR_CAPS, "SYS_PTRACE"]
 # Objects in these namespaces outlive the processes that made them: allow none at all.
 IPC_SYSCTLS = {
     "kernel.shmmax": "0",
@@ -260,6 +263,7 @@ class DockerBackend:
         # Until this service finds it cannot reach the socket:
         self.direct = settings.supervisor_socket and not gvisor
         self.child_nproc = settings.pids_limit if gvisor else None
+        self.supervisor_caps = GVISOR_SUPERVISOR_CAPS if gvisor else SUPERVISOR_CAPS
         # each container runs its code as a host uid of its own, held until it is removed
         self.uids = sandbox_uids(settings)
         self._leases: dict[str, Lease | LeaseBlock] = {}
@@ -409,7 +413,7 @@ class DockerBackend:
                 ),
             },
             cap_drop=["ALL"],
-            cap_add=SUPERVISOR_CAPS,
+            cap_add=self.supervisor_caps,
             security_opt=["no-new-privileges", f"seccomp={SECCOMP_PROFILE}"],
             sysctls={**IPC_SYSCTLS, **NET_SYSCTLS},
             pids_limit=self.host_pids_limit,

@@ -31,6 +31,7 @@ code that owns its interpreter can and cannot still do).
 """
 
 import contextlib
+import ctypes
 import dataclasses
 import glob
 import io
@@ -78,6 +79,7 @@ NONCE_BYTES = 16
 SETUP_TIMEOUT = 30.0
 QUIET_TICK = 0.002  # how often a reported call is looked at until its interpreter is quiet
 RECVMSG = {"x86_64": 47, "aarch64": 212}.get(os.uname().machine)  # the serve loop's wait
+PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_GETREGS, PTRACE_EVENT_STOP = 0x4206, 0x4207, 12, 128
 
 
 # -- the interpreter (the sandbox uid) ------------------------------------------------------
@@ -291,9 +293,10 @@ class _Interpreter:
         PTRACE_TRACEME made this process its tracer, and a tracee stays stopped (SIGCONT
         included) until its tracer continues it. Detached with the signal that stopped it, it
         goes on untraced; True when it was such a stop."""
-        if info.si_code != os.CLD_TRAPPED:
+        if not _trapped(info, self.pid):
             return False
-        libc.ptrace(zygote.PTRACE_DETACH, self.pid, None, info.si_status)
+        _, status = os.waitpid(self.pid, os.WUNTRACED)  # (gVisor's waitid hides the signal)
+        libc.ptrace(zygote.PTRACE_DETACH, self.pid, None, os.WSTOPSIG(status))
         return True
 
     def _stop(self):
@@ -311,10 +314,11 @@ class _Interpreter:
         first = task_state(self.pid)
         if first is None or first[:2] != ("S", 1):
             return False
-        if self.idle is not None and self._waiting_in() != self.idle:
-            return False
         time.sleep(QUIET_TICK / 2)
-        return task_state(self.pid) == first
+        if task_state(self.pid) != first:
+            return False
+        # last: under gVisor the look stops the interpreter for a moment (a context switch)
+        return self.idle is None or self._waiting_in() == self.idle
 
     def _waiting_in(self):
         """The system call the interpreter is in (number, its first three arguments, stack
@@ -324,7 +328,8 @@ class _Interpreter:
         wrapper takes another path once a thread was ever made. Reading the file takes ptrace
         rights over the interpreter (it is dumpable and holds no capability): PID 1 takes them
         as its uid and gid for a moment; a fork's reader holds them in the fork's namespace.
-        gVisor has no such file.
+        gVisor has no such file: there PID 1 stops the interpreter to read its registers
+        (``_registers_waiting``).
         """
         if self.reader is not None:
             text = self.reader.read()
@@ -334,6 +339,8 @@ class _Interpreter:
             try:
                 with _as_owner(self.pid):
                     text = read_small(f"/proc/{self.pid}/syscall")
+            except FileNotFoundError:
+                return _registers_waiting(self.pid)
             except OSError:
                 return None
         fields = text.split()
@@ -348,13 +355,13 @@ class _Interpreter:
             first = task_state(self.pid)
             if first is None:
                 return None
-            if first[:2] == ("S", 1):
+            time.sleep(QUIET_TICK / 4)
+            if first[:2] == ("S", 1) and task_state(self.pid) == first:
                 waiting = self._waiting_in()
                 if waiting is None:
                     return None
-                if waiting[0] == b"%d" % RECVMSG and task_state(self.pid) == first:
+                if waiting[0] == b"%d" % RECVMSG:
                     return waiting
-            time.sleep(QUIET_TICK / 4)
         return None
 
     def _strays(self):
@@ -472,6 +479,56 @@ class _Interpreter:
         return None
 
 
+def _registers_waiting(pid):
+    """``_Interpreter._waiting_in`` where the kernel has no ``/proc/<pid>/syscall`` (gVisor,
+    x86-64): PID 1 (CAP_SYS_PTRACE there, the sentry's) seizes the interpreter and interrupts
+    it (or, its tracer already by the code's PTRACE_TRACEME, stops it with SIGSTOP), reads the
+    system call it was in (``orig_rax``), its first three arguments and the stack pointer, and
+    lets it go, untraced (its wait restarts). None when it cannot look: another tracer, a
+    signal of its own on the way (passed on), or no longer there."""
+    if RECVMSG != 47:
+        return None
+    if libc.ptrace(PTRACE_SEIZE, pid, None, None) == 0:
+        stopped = libc.ptrace(PTRACE_INTERRUPT, pid, None, None) == 0
+        mark = PTRACE_EVENT_STOP << 8 | signal.SIGTRAP  # the interrupt's stop
+    elif _tracer(pid) == os.getpid():
+        os.kill(pid, signal.SIGSTOP)
+        stopped, mark = True, signal.SIGSTOP  # its signal-delivery stop, the signal dropped
+    else:
+        return None
+    signo = 0
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WSTOPPED | os.WNOWAIT) if stopped else None
+        if info is None or not _trapped(info, pid):
+            return None  # it ended: left to the exit's own wait
+        _, status = os.waitpid(pid, os.WUNTRACED)
+        if status >> 8 != mark:
+            signo = os.WSTOPSIG(status)  # another signal's stop: not idle, the signal goes on
+            return None
+        regs = (ctypes.c_ulonglong * 27)()  # struct user_regs_struct
+        if libc.ptrace(PTRACE_GETREGS, pid, None, regs):
+            return None
+        return b"%d" % regs[15], *(b"%#x" % regs[i] for i in (14, 13, 12, 19))
+    finally:
+        libc.ptrace(zygote.PTRACE_DETACH, pid, None, signo)
+
+
+def _tracer(pid):
+    try:
+        return _status_field(pid, b"TracerPid")
+    except OSError:
+        return None
+
+
+def _trapped(info, pid):
+    """Whether ``waitid`` shows a ptrace stop of ``pid``: CLD_TRAPPED; gVisor gives every stop
+    as CLD_KILLED with the raw stop mark (0x7f) as the signal, which no signal has: a ptrace
+    stop there when this process is its tracer."""
+    if info.si_code == os.CLD_TRAPPED:
+        return True
+    return (info.si_code, info.si_status) == (os.CLD_KILLED, 0x7F) and _tracer(pid) == os.getpid()
+
+
 @contextlib.contextmanager
 def _as_owner(pid):
     """PID 1 with the file-system uid and gid of ``pid``'s owner for a moment (its real and
@@ -492,12 +549,16 @@ def _as_owner(pid):
 
 def _ids(pid):
     """``pid``'s real uid and gid, from its status."""
-    found = {}
+    return _status_field(pid, b"Uid"), _status_field(pid, b"Gid")
+
+
+def _status_field(pid, name):
+    """The first number of ``name`` in ``pid``'s status (OSError when it cannot be read)."""
     for line in read_small(f"/proc/{pid}/status").split(b"\n"):
         key, _, value = line.partition(b":")
-        if key in (b"Uid", b"Gid"):
-            found[key] = int(value.split()[0])
-    return found[b"Uid"], found[b"Gid"]
+        if key == name:
+            return int(value.split()[0])
+    raise OSError(f"no {name!r} in the status of {pid}")
 
 
 def main(config):
