@@ -234,3 +234,5 @@ def test_the_guests_sources_fit_one_command_line_argument_with_room_to_grow(prog
     assert unpack_sources(packed) == module_sources(program)
     assert len(json.dumps(module_sources(program))) > len(packed)  # the packing makes room
     assert program in module_sources(program) and "zygote" in module_sources(program)
+    # test scripts are judged by the one-shot supervisor's zygotes only
+    assert ("harness" in module_sources(program)) == (program == "supervisor")

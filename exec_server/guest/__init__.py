@@ -36,7 +36,7 @@ MODULES = (
 # Modules only one program uses: a container of the other is started without them, which keeps
 # its command line (one argument of at most 128 KiB) short.
 PROGRAM_ONLY = {
-    "supervisor": ("supervisor",),
+    "supervisor": ("supervisor", "harness", "values"),  # test scripts are judged one-shot only
     "session": ("forks", "session"),
     "shell": ("shell",),
 }

@@ -44,10 +44,12 @@ import sys
 # deep recursion exhausted could not import it then, and its stderr would lose the error.
 import traceback  # noqa: F401
 
-from . import harness, runner
+from . import runner
 from .protocol import REPORT_MEMORY_ERROR, REPORT_STARTED
 
 RUN_DIR = "/tmp/run"
+harness = None  # the test-script judge (guest/harness.py): imported by ``main``, since only the
+# one-shot supervisor's zygotes judge; a session's or a shell's program is sent without it
 SETUP_FAILED = 126
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
@@ -293,8 +295,10 @@ def _close_all_but(*kept):
 
 def main(config):
     """Serve the supervisor until it closes its end of the socket. Never returns."""
-    global _report
+    global _report, harness
     try:
+        from . import harness  # before any child: each would import it again
+
         own = config.zygote
         sock, report_fd = own.socket, own.report
         # Only what the supervisor passed on is open (the standard streams, which the children
