@@ -23,7 +23,7 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from .processes import processes
+from .processes import processes, read_small
 
 CLONE_NEWUSER = 0x10000000
 PR_SET_DUMPABLE = 4
@@ -345,12 +345,10 @@ def _serve_syscall_reads(owner: int, ns: int, pid: int, sock: socket.socket) -> 
         path = f"/proc/{pid}/syscall"
         while sock.recv(8):
             try:
-                fd = os.open(path, os.O_RDONLY)
-                text = os.read(fd, 512)
-                os.close(fd)
+                text = read_small(path)
             except OSError:
                 text = b""
-            sock.send(text or b"-")
+            sock.send(text[:512] or b"-")
     finally:
         os._exit(0)
 

@@ -240,6 +240,7 @@ class _Interpreter:
         self.member = forks.Member()  # its user namespace, for forking it
         self.idle = None  # where it waits in its serve loop, as the kernel shows it (or None)
         self.reader = None  # a fork's: forks.SyscallReader (PID 1 reads the others' itself)
+        self.syscall_file = True  # the kernel shows /proc/<pid>/syscall (not gVisor's)
         if fork is not None:
             self.uid, (self.pid, self.sock, self.out_r, self.err_r, self.member), owner = fork
             for fd in (self.out_r, self.err_r):
@@ -256,6 +257,8 @@ class _Interpreter:
             self.sock.close()
             _interpreter_main(theirs, out_w, err_w, config)
         theirs.close()
+        # gVisor has no such file: there the look reads registers (``_registers_waiting``)
+        self.syscall_file = os.path.exists(f"/proc/{self.pid}/syscall")
         for fd in (out_w, err_w):
             os.close(fd)
         for fd in (self.out_r, self.err_r):
@@ -331,18 +334,18 @@ class _Interpreter:
         gVisor has no such file: there PID 1 stops the interpreter to read its registers
         (``_registers_waiting``).
         """
+        if not self.syscall_file:
+            return _registers_waiting(self.pid)
         if self.reader is not None:
             text = self.reader.read()
-            if text is None:
-                return None
         else:
             try:
                 with _as_owner(self.pid):
                     text = read_small(f"/proc/{self.pid}/syscall")
-            except FileNotFoundError:
-                return _registers_waiting(self.pid)
             except OSError:
-                return None
+                text = None
+        if text is None:
+            return None
         fields = text.split()
         return (*fields[:4], fields[7]) if len(fields) >= 9 else tuple(fields[:1])
 
@@ -515,7 +518,7 @@ def _registers_waiting(pid):
 
 def _tracer(pid):
     try:
-        return _status_field(pid, b"TracerPid")
+        return _status_fields(pid, b"TracerPid")[0]
     except OSError:
         return None
 
@@ -549,16 +552,20 @@ def _as_owner(pid):
 
 def _ids(pid):
     """``pid``'s real uid and gid, from its status."""
-    return _status_field(pid, b"Uid"), _status_field(pid, b"Gid")
+    return _status_fields(pid, b"Uid", b"Gid")
 
 
-def _status_field(pid, name):
-    """The first number of ``name`` in ``pid``'s status (OSError when it cannot be read)."""
+def _status_fields(pid, *names):
+    """The first number of each of ``names`` in ``pid``'s status, from one read (OSError when
+    it cannot be read or lacks one)."""
+    found = {}
     for line in read_small(f"/proc/{pid}/status").split(b"\n"):
         key, _, value = line.partition(b":")
-        if key == name:
-            return int(value.split()[0])
-    raise OSError(f"no {name!r} in the status of {pid}")
+        if key in names:
+            found[key] = int(value.split()[0])
+    if len(found) != len(names):
+        raise OSError(f"no {set(names) - set(found)} in the status of {pid}")
+    return tuple(found[name] for name in names)
 
 
 def main(config):
