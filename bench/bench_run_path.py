@@ -90,9 +90,13 @@ CHILD_PUT = "        runner._probe(_report, {})\n"
 PROBES: list[tuple[str, str, str]] = [
     _before("runner.py", "def read_exact(fd, n):", PROBE_HELPER.lstrip("\n") + "\n\n"),
     _before("zygote.py", "        os.setsid()\n", CHILD_PUT.format(0)),
-    _before("zygote.py", "        handed = _read_to_end(3)", CHILD_PUT.format(1)),
+    _after("zygote.py", "            enter_sandbox(config)\n", CHILD_PUT.format(1)),
     _after("zygote.py", "  # blocks until the snippet is in the memfd\n", CHILD_PUT.format(2)),
-    _after("zygote.py", "        set_request_limits(limits, config)\n", CHILD_PUT.format(3)),
+    _before(
+        "zygote.py",
+        "    except BaseException as exc:  # noqa: BLE001 - any set-up failure",
+        CHILD_PUT.format(3),
+    ),
     _after(
         "zygote.py",
         "  # a traced child's stops are let go\n",

@@ -310,6 +310,32 @@ def test_a_child_reads_back_the_limits_the_supervisor_hands_over(limits: dict) -
     assert text.startswith(b"{") == (len(limits) > 2)  # JSON only when there is more
 
 
+def test_a_child_reads_the_hand_over_to_its_newline_not_to_the_pipes_end() -> None:
+    from exec_server.guest import zygote
+
+    text = zygote.hand_over_text({"cpu": 2.5, "memory_mb": 256})
+    read, write = os.pipe()
+    try:
+        os.write(write, text)  # the supervisor's end still open: the read must not wait for it
+        assert zygote.read_hand_over(read) == text
+        os.write(write, text[:3])  # a line written in two parts is read whole
+        os.write(write, text[3:])
+        assert zygote.read_hand_over(read) == text
+        os.write(write, text[:3])
+        os.close(write)
+        write = -1
+        with pytest.raises(RuntimeError, match="ended before its newline"):
+            zygote.read_hand_over(read)  # a line cut short by the pipe's end is refused
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+    read, write = os.pipe()
+    os.close(write)
+    assert zygote.read_hand_over(read) == b""  # the supervisor going away
+    os.close(read)
+
+
 @pytest.mark.parametrize(
     ("exit_code", "counted", "fired"),
     [

@@ -91,13 +91,23 @@ def _set_fixed_limits(config):
     )
 
 
-def set_request_limits(limits, config):
-    """The limits of this request: its address space and CPU time (and gVisor's RLIMIT_NPROC)."""
+def mapped_bytes():
+    """This process's mapped address space (``/proc/self/statm``): a request's memory share goes
+    on top of it."""
     fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        mapped = int(os.read(fd, 64).split(None, 1)[0]) * PAGE_SIZE
+        return int(os.read(fd, 64).split(None, 1)[0]) * PAGE_SIZE
     finally:
         os.close(fd)
+
+
+def set_request_limits(limits, config, mapped=None):
+    """The limits of this request: its address space and CPU time (and gVisor's RLIMIT_NPROC).
+
+    ``mapped``: the address space already read (a waiting child reads it before its request
+    comes, off the run's path); read now if not given."""
+    if mapped is None:
+        mapped = mapped_bytes()
     share = int(limits["memory_mb"]) * 1024 * 1024
     address_space = mapped + share  # its own share on top
     # An exec'd program leaves this interpreter's mappings behind: its soft limit is its share
@@ -225,10 +235,25 @@ def enter_sandbox(config):
 
 def hand_over_text(limits):
     """What the supervisor writes to a child that waits for its snippet: "cpu memory_mb" for a
-    plain run (a json.loads costs the child about 25 copy-on-write faults), JSON otherwise."""
+    plain run (a json.loads costs the child about 25 copy-on-write faults), JSON otherwise; one
+    line, so the child stops reading at its newline rather than waiting to be woken again by
+    the pipe's end (``read_hand_over``)."""
     if limits.keys() == {"cpu", "memory_mb"}:
-        return b"%r %d" % (float(limits["cpu"]), int(limits["memory_mb"]))
-    return json.dumps(limits).encode()
+        return b"%r %d\n" % (float(limits["cpu"]), int(limits["memory_mb"]))
+    return json.dumps(limits).encode() + b"\n"
+
+
+def read_hand_over(fd):
+    """The line ``hand_over_text`` wrote, usually in one read (a pipe write of up to PIPE_BUF
+    bytes arrives whole); empty if the pipe ended first (the supervisor is going away), and a
+    line cut short by the pipe's end is refused."""
+    data = os.read(fd, 4096)
+    while data and not data.endswith(b"\n"):
+        more = os.read(fd, 4096)
+        if not more:
+            raise RuntimeError("the hand-over ended before its newline")
+        data += more
+    return data
 
 
 def handed_limits(data):
@@ -252,7 +277,8 @@ def _child(body_fd, out_w, err_w, go_r, config, judged=False):
         os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         if not judged:
             enter_sandbox(config)
-        handed = _read_to_end(3)  # blocks until the snippet is in the memfd
+        mapped = mapped_bytes()  # before the wait: off the run's path
+        handed = read_hand_over(3)  # blocks until the snippet is in the memfd
         if not handed:
             os._exit(0)  # the supervisor is going away
         os.close(3)
@@ -261,7 +287,7 @@ def _child(body_fd, out_w, err_w, go_r, config, judged=False):
         # (Processes: the container's pids cgroup, which only this snippet uses while it runs;
         # RLIMIT_NPROC would count the sandbox uid across every container of the host.)
         limits = handed_limits(handed)
-        set_request_limits(limits, config)
+        set_request_limits(limits, config, mapped)
     except BaseException as exc:  # noqa: BLE001 - any set-up failure must stop before the code
         os.write(2, f"boxed supervisor: child set-up failed: {exc!r}\n".encode())
         os._exit(SETUP_FAILED)
@@ -314,7 +340,7 @@ def main(config):
         # reuse (ctypes looks the function up, json its decoder), each child would pay for it.
         libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
         json.loads('{"memory_mb": 1}')
-        handed_limits(b"1.0 1")
+        handed_limits(b"1.0 1\n")
         for name in config.preload if own.heavy else []:
             try:
                 __import__(name)
