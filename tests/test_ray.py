@@ -261,6 +261,24 @@ def test_a_killed_actor_takes_its_service_and_containers_with_it(rc: RayCluster)
     assert back["ready"] and back["url"] == service["url"] and back["pid"] != service["pid"]
 
 
+@ray.remote(num_cpus=0)
+class Echo:
+    def answer(self, value: Any, delay: float = 0.0) -> Any:
+        time.sleep(delay)
+        return value
+
+
+def test_a_call_to_every_actor_leaves_out_a_lost_one_but_raises_on_a_hang(rc: RayCluster) -> None:
+    """status() and shutdown() while a node dies: its actor is lost (Ray raises RayActorError
+    before it marks the node dead), the others still answer; a hang is an error, not a loss."""
+    alive, lost = Echo.options(**on_node(_alive()[0])).remote(), Echo.remote()
+    ray.kill(lost, no_restart=True)
+    assert boxed_ray._call_each({"alive": alive, "lost": lost}, "answer", 7) == {"alive": 7}
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        boxed_ray._call_each({"alive": alive}, "answer", 7, 30, timeout=0.5)
+    ray.kill(alive, no_restart=True)
+
+
 def _load(client: Client, stop: threading.Event, results: list[Any]) -> None:
     while not stop.is_set():
         try:
@@ -320,6 +338,9 @@ def test_a_node_that_joins_gets_a_service_and_one_removed_under_load_costs_no_er
         )
         assert [r for r in results if r != "7\n"] == [] and len(results) >= 18
 
+        # The node's service ends with its actor's worker, which ends when its raylet does;
+        # when is Ray's business (a slow machine takes seconds), so wait for it here.
+        wait_for(lambda: process_gone(service["pid"]), 60, "the removed node's service gone")
         start = time.monotonic()
         with pytest.raises(SessionUnreachable) as lost:  # never a new interpreter elsewhere
             session.execute("print(x + 1)")

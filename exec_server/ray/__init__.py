@@ -15,11 +15,13 @@ code runs next to the rollout that sent it, and a lost node costs a failover, no
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
 try:
     import ray
+    from ray.exceptions import RayActorError
     from ray.experimental import internal_kv
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError as exc:  # pragma: no cover - the extra is not installed
@@ -151,9 +153,21 @@ def deploy(
     return urls()
 
 
-def _infos(handles: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    refs = [h.info.remote() for h in handles.values()]
-    return dict(zip(handles, ray.get(refs, timeout=CALL_TIMEOUT), strict=True))
+def _call_each(
+    handles: Mapping[str, Any], method: str, *args: Any, timeout: float = CALL_TIMEOUT
+) -> dict[str, Any]:
+    """Node id -> what ``method`` returned, called on every actor at once. An actor Ray reports
+    lost (its node dying but not yet marked dead, or the actor restarting) is left out; one that
+    does not answer within ``timeout`` raises ``GetTimeoutError``: a hang is not a loss."""
+    refs = {node: getattr(h, method).remote(*args) for node, h in handles.items()}
+    end = time.monotonic() + timeout
+    answers: dict[str, Any] = {}
+    for node, ref in refs.items():
+        try:
+            answers[node] = ray.get(ref, timeout=max(0.0, end - time.monotonic()))
+        except RayActorError:
+            continue
+    return answers
 
 
 def _actor_nodes() -> set[str]:
@@ -193,19 +207,23 @@ def local_url() -> str | None:
 
 def status() -> dict[str, dict[str, Any]]:
     """Per node id: ``url``, ``pid`` (the service process), ``instance``, ``ready`` and
-    ``starts``; a registered service whose node is dead is listed with ``alive: False``."""
+    ``starts``; a registered service whose node is dead is listed with ``alive: False``, one
+    whose actor Ray reports lost (its node dying, or the actor restarting) with ``url: None``
+    and ``ready: False``."""
     _ensure_ray()
     alive = _alive_nodes()
     actors = _actors()
     live = {node: h for node, h in actors.items() if node in alive}
-    infos = _infos(live)
-    ready = ray.get([h.ready.remote() for h in live.values()], timeout=CALL_TIMEOUT)
+    infos = _call_each(live, "info")
+    ready = _call_each(live, "ready")
     out: dict[str, dict[str, Any]] = {}
-    for (node, info), ok in zip(infos.items(), ready, strict=True):
-        out[node] = {k: info[k] for k in ("url", "pid", "instance", "starts")}
-        out[node].update(ready=ok, alive=True)
-    for node in (actors.keys() | _published()) - alive.keys():
-        out[node] = {"url": None, "pid": None, "instance": None, "ready": False, "alive": False}
+    for node in actors.keys() | _published():
+        if node in infos and node in ready:
+            out[node] = {k: infos[node][k] for k in ("url", "pid", "instance", "starts")}
+            out[node].update(ready=ready[node], alive=True)
+        else:  # a dead node, or one whose actor Ray reports lost
+            out[node] = {"url": None, "pid": None, "instance": None, "ready": False}
+            out[node]["alive"] = node in alive
     return dict(sorted(out.items()))
 
 
@@ -247,18 +265,18 @@ def reconcile(
 
 def shutdown(timeout: float = 60.0) -> list[str]:
     """Stop every service (each removes its sandboxes as it stops) and remove every actor.
-    Returns the node ids whose services were stopped."""
+    Returns the node ids whose services were stopped; a node dying meanwhile is not among
+    them (its service ends with its actor's worker, :mod:`exec_server.ray.child`)."""
     _ensure_ray()
     alive = _alive_nodes()
     actors = _actors()
     live = {node: h for node, h in actors.items() if node in alive}
-    if live:
-        ray.get([h.stop.remote(timeout) for h in live.values()], timeout=timeout + CALL_TIMEOUT)
+    stopped = _call_each(live, "stop", timeout, timeout=timeout + CALL_TIMEOUT)
     for handle in actors.values():
         ray.kill(handle, no_restart=True)
     for node in _published():
         _publish(node, None)
-    return sorted(live)
+    return sorted(stopped)
 
 
 def client(**kw: Any) -> Client:
