@@ -28,7 +28,8 @@ def _serve(args: argparse.Namespace) -> int:
         create_app(settings),
         settings,
         log_level=args.log_level,
-        log_config=uvicorn_log_config(),  # successful healthchecks stay out of the access log
+        log_config=uvicorn_log_config(settings.access_log),  # no line for a passing probe
+        access_log=settings.access_log != "off",
         timeout_graceful_shutdown=settings.timeout_max + 5,
     )
     uvicorn.Server(config).run()

@@ -17,6 +17,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from boxed_client.defaults import COMPILE_TIMEOUT, RUN_TIMEOUT
 from boxed_client.models import Isolation
 
+from .logging_filters import AccessLog
+
 # A snippet's memory limit below this cannot even start the interpreter with its runner.
 MIN_MEMORY_MB = 64
 COMPILE_CACHE_MB_MAX = 4096  # the compile cache lives in the service's memory
@@ -74,6 +76,13 @@ class Settings(BaseSettings):
     # HTTP
     host: str = Field(default="127.0.0.1", description="Address the service listens on.")
     port: int = Field(default=5002, description="Port the service listens on.")
+    access_log: AccessLog = Field(
+        default="all",
+        description="Which requests get an access-log line: 'all' (successful /healthz and "
+        "/readyz probes excepted), 'errors' (answers of 400 and above only), or 'off'. Every "
+        "request is counted in /metrics whatever this says; a line costs the service about "
+        "0.1-0.2 ms of CPU (docs/benchmarks.md).",
+    )
     api_key: str | None = Field(default=None, description="If set, required as a Bearer token.")
     tenant_keys: dict[str, str] | None = Field(
         default=None,

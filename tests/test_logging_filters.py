@@ -45,11 +45,29 @@ def test_filter_drops_only_successful_probes(path: str, status: int, kept: bool)
     assert QuietProbes().filter(record) is kept
 
 
+@pytest.mark.parametrize(
+    ("path", "status", "kept"),
+    [
+        ("/execute", 200, False),
+        ("/score", 204, False),
+        ("/readyz", 200, False),
+        ("/execute", 400, True),  # what the caller got wrong
+        ("/execute", 422, True),
+        ("/execute", 429, True),  # overloaded
+        ("/execute", 500, True),  # what the service got wrong
+        ("/readyz", 503, True),
+    ],
+)
+def test_errors_only_keeps_answers_of_400_and_above(path: str, status: int, kept: bool) -> None:
+    assert QuietProbes(errors_only=True).filter(access_record(path, status, "POST")) is kept
+
+
 def test_filter_passes_other_records() -> None:
     logger = logging.getLogger("uvicorn.access")
     plain = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "hello", None, None)
     odd = logger.makeRecord(logger.name, logging.INFO, __file__, 1, "%s %s", ("a", "b"), None)
-    assert QuietProbes().filter(plain) and QuietProbes().filter(odd)
+    for quiet in (QuietProbes(), QuietProbes(errors_only=True)):
+        assert quiet.filter(plain) and quiet.filter(odd)
 
 
 SERVER = """
@@ -63,14 +81,29 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": status, "headers": []})
     await send({"type": "http.response.body", "body": b"ok"})
 
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_config=uvicorn_log_config())
+access = sys.argv[2]
+uvicorn.run(
+    app,
+    host="127.0.0.1",
+    port=int(sys.argv[1]),
+    log_config=uvicorn_log_config(access),
+    access_log=access != "off",
+)
 """
 
 
-def test_uvicorn_with_the_config_logs_no_successful_probe() -> None:
+@pytest.mark.parametrize(
+    ("access", "logged"),
+    [
+        ("all", ["GET /execute HTTP/1.1", "GET /readyz?fail HTTP/1.1", "GET /score HTTP/1.1"]),
+        ("errors", ["GET /readyz?fail HTTP/1.1"]),
+        ("off", []),
+    ],
+)
+def test_uvicorn_with_the_config_logs_no_successful_probe(access: str, logged: list[str]) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(port)],
+        [sys.executable, "-c", SERVER, str(port), access],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -91,13 +124,10 @@ def test_uvicorn_with_the_config_logs_no_successful_probe() -> None:
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
-    access = [line for line in out.splitlines() if "HTTP/1.1" in line]
-    assert [line.split('"')[1] for line in access] == [
-        "GET /execute HTTP/1.1",
-        "GET /readyz?fail HTTP/1.1",
-        "GET /score HTTP/1.1",
-    ]
-    assert access[1].endswith(" 503 Service Unavailable")
+    lines = [line for line in out.splitlines() if "HTTP/1.1" in line]
+    assert [line.split('"')[1] for line in lines] == logged
+    assert all(line.endswith(" 503 Service Unavailable") for line in lines if "fail" in line)
+    assert "Uvicorn running on" in out  # the server's own log stays, whatever the access log
 
 
 def test_serve_passes_the_quiet_config_to_uvicorn(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,3 +148,26 @@ def test_serve_passes_the_quiet_config_to_uvicorn(monkeypatch: pytest.MonkeyPatc
     assert config.port == 5999 and issubclass(config.http, EdgeProtocol)
     assert config.log_config == uvicorn_log_config()
     assert config.log_config["loggers"]["uvicorn.access"]["filters"] == ["quiet_probes"]
+    assert config.access_log and not config.log_config["filters"]["quiet_probes"]["errors_only"]
+
+
+@pytest.mark.parametrize(
+    ("access", "records", "errors_only"), [("errors", True, True), ("off", False, False)]
+)
+def test_serve_passes_the_access_log_setting_to_uvicorn(
+    monkeypatch: pytest.MonkeyPatch, access: str, records: bool, errors_only: bool
+) -> None:
+    import uvicorn
+
+    import exec_server.app
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setenv("BOXED_ACCESS_LOG", access)
+    monkeypatch.setattr(exec_server.app, "create_app", lambda settings: "the app")
+    monkeypatch.setattr(
+        uvicorn.Server, "run", lambda self, sockets=None: seen.update(c=self.config)
+    )
+    assert cli.main(["serve", "--port", "5999"]) == 0
+    config = seen["c"]
+    assert config.access_log is records
+    assert config.log_config["filters"]["quiet_probes"]["errors_only"] is errors_only
